@@ -1,0 +1,3 @@
+module github.com/memcgd/memcgd
+
+go 1.26.8

@@ -1,0 +1,52 @@
+// Package host defines what memcgd's policy needs from a kernel: observe a
+// memory cgroup and act on it. The real cgroupfs (package cgroupfs) and the
+// simulated kernel both implement Host, so the same decisions run on both.
+package host
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// ErrVanished reports that a cgroup was removed between listing and acting.
+// Callers skip the cgroup; it is never fatal.
+var ErrVanished = errors.New("cgroup vanished")
+
+// Cgroup names a memory cgroup by its path in the hierarchy, as it appears
+// in /proc/PID/cgroup ("/" is the root, "/a/b" a descendant).
+type Cgroup string
+
+// WriteOut reports what a targeted write-out did.
+type WriteOut struct {
+	// Files is how many distinct files were started.
+	Files int
+	// Bytes is the dirty bytes the cgroup held when write-out started, an
+	// upper bound on what was queued for I/O.
+	Bytes uint64
+}
+
+// Host is a kernel as memcgd's policy sees it.
+type Host interface {
+	// Cgroups lists the memory cgroups in the managed subtree, parents
+	// before children.
+	Cgroups(ctx context.Context) ([]Cgroup, error)
+	// Observe reads one cgroup's state.
+	Observe(ctx context.Context, cg Cgroup) (memcg.Stat, error)
+	// Reclaim asks the kernel to reclaim up to n bytes from cg and returns
+	// how much usage fell.
+	Reclaim(ctx context.Context, cg Cgroup, n uint64) (uint64, error)
+	// WriteOut starts write-out of the dirty pages of cg's own files, and of
+	// no other cgroup's files unless they are shared.
+	WriteOut(ctx context.Context, cg Cgroup) (WriteOut, error)
+	// Flush starts write-out of every dirty page on the filesystems cg
+	// writes to: the kernel's behaviour, and seed 000's fallback.
+	Flush(ctx context.Context, cg Cgroup) error
+	// Pause stops cg's tasks for d and resumes them; it never returns with
+	// the cgroup still stopped.
+	Pause(ctx context.Context, cg Cgroup, d time.Duration) error
+	// Now is the host's clock.
+	Now() time.Time
+}

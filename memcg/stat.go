@@ -59,6 +59,13 @@ type Counters struct {
 
 	HasFailcnt bool // v1 memory.failcnt
 	Failcnt    uint64
+
+	// HasWritten says whether WrittenBytes is known: the bytes of
+	// writeback I/O issued on behalf of the cgroup (v2 io.stat wbytes,
+	// which cgroup writeback attributes to the dirtying cgroup). v1 cannot
+	// attribute buffered writeback and leaves it unknown.
+	HasWritten   bool
+	WrittenBytes uint64
 }
 
 // Pressure is a cgroup's memory pressure stall information: cumulative

@@ -1,0 +1,235 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// MinWbDirtyPages is seed 000's MIN_WB_DIRTY_PAGES: reclaim that needs
+// writeback flushes only the reclaiming cgroup's pages when it has more
+// than this many dirty, and falls back to a full flush otherwise
+// (fs/fs-writeback.c, wakeup_flusher_threads in the patch: "if (pdirty >
+// MIN_WB_DIRTY_PAGES) return;").
+const MinWbDirtyPages = 64
+
+// Input is one observation of a cgroup with its effective settings.
+type Input struct {
+	// Now is the time of the observation, from the host's clock.
+	Now time.Time
+	// Stat is the cgroup's state.
+	Stat memcg.Stat
+	// Dirty are its effective dirty thresholds (memcg.EffectiveDirtyLimits).
+	Dirty memcg.DirtyLimits
+	// Watermarks are its reclaim watermarks (memcg.Knobs.Watermarks).
+	Watermarks memcg.Watermarks
+	// WritebackFirst is seed 000's switch.
+	WritebackFirst bool
+}
+
+// Controller holds what the three controllers remember of one cgroup
+// between observations. The zero value is not ready; use NewController.
+// A Controller is not safe for concurrent use.
+type Controller struct {
+	started bool
+	last    time.Time // previous observation
+	lastD   uint64    // dirty + writeback then
+	lastIn  uint64    // dirtied-bytes counter then (pgpgin or written)
+	lastOut uint64    // written-bytes counter then
+
+	bw bandwidth
+	// domainLimit is the trailing hard limit of domachargedupdate_dirty_limit().
+	domainLimit uint64
+	limitStamp  time.Time
+
+	// dirtied is the bytes dirtied since pausedWhen.
+	dirtied    uint64
+	pausedWhen time.Time
+
+	// reclaiming is seed 001's kswapd state: woken below the low
+	// watermark, it runs until free reaches the high one.
+	reclaiming bool
+}
+
+// NewController returns a controller with the kernel's initial bandwidth.
+func NewController() *Controller {
+	return &Controller{bw: newBandwidth()}
+}
+
+// WriteBandwidth is the current estimate of the rate at which the cgroup's
+// dirty data is written out, bytes per second.
+func (c *Controller) WriteBandwidth() uint64 { return uint64(c.bw.avg) }
+
+// Step takes one observation and decides what to do now.
+func (c *Controller) Step(in Input) Decision {
+	var d Decision
+	s := in.Stat
+	dirty := s.DirtyAndWriteback()
+	c.account(in, dirty)
+
+	// Seed 004: past dirty_background, write the cgroup's files out.
+	// wb_over_bg_thresh() compares dirty alone, not writeback.
+	if s.Dirty > in.Dirty.Background {
+		d.WriteOut = true
+		d.Why |= ReasonBackground
+	}
+
+	// Seed 004: past the freerun ceiling, throttle.
+	if dirty > in.Dirty.Freerun() && in.Dirty.Limit != memcg.NoLimit {
+		if p := c.pause(in, dirty); p > 0 {
+			d.Pause = p
+			d.Why |= ReasonThrottle
+		}
+	} else {
+		c.dirtied = 0
+		c.pausedWhen = in.Now
+	}
+
+	// Seed 001: kswapd wakes when free drops below low and runs until
+	// free reaches high.
+	free := s.Free()
+	w := in.Watermarks
+	switch {
+	case !w.Enabled() || free >= w.High:
+		c.reclaiming = false
+	case free < w.Low:
+		c.reclaiming = true
+	}
+	if c.reclaiming {
+		d.Reclaim = w.High - free
+		d.Why |= ReasonWatermark
+	}
+
+	// Seed 000: reclaim that meets dirty pages writes back the cgroup's
+	// own first; with too few of its own, or writeback_first off, it
+	// wakes every flusher as the stock kernel does.
+	if d.Reclaim > 0 && s.Dirty > 0 {
+		if in.WritebackFirst && s.Dirty > MinWbDirtyPages*memcg.PageSize {
+			d.WriteOut = true
+		} else {
+			d.Flush = true
+		}
+		d.Why |= ReasonReclaimWriteback
+	}
+	if d.Flush {
+		d.WriteOut = false // a flush covers the cgroup's own files
+	}
+	return d
+}
+
+// account updates the bandwidth estimate and the bytes dirtied since the
+// last pause. The host tells bytes written (v2 io.stat) or, on v1, only
+// pages charged (pgpgin): for a writer each new page-cache page is a
+// dirtied page, so pgpgin bounds dirtying from above and the throttle
+// errs towards pausing.
+func (c *Controller) account(in Input, dirty uint64) {
+	s := in.Stat
+	var charged, out uint64
+	switch {
+	case s.Counters.HasWritten:
+		out = s.Counters.WrittenBytes
+	case s.Counters.HasPgpg:
+		charged = s.Counters.Pgpgin * memcg.PageSize
+	}
+	if !c.started {
+		c.started = true
+		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
+		c.pausedWhen = in.Now
+		c.domainLimit = in.Dirty.Limit
+		c.limitStamp = in.Now
+		return
+	}
+	elapsed := in.Now.Sub(c.last)
+	if elapsed <= 0 {
+		return
+	}
+	var dirtied, written uint64
+	switch {
+	case s.Counters.HasWritten:
+		written = sat(out, c.lastOut)
+		dirtied = sat(dirty+written, c.lastD)
+	case s.Counters.HasPgpg:
+		dirtied = sat(charged, c.lastIn)
+		written = sat(c.lastD+dirtied, dirty)
+	default:
+		// Nothing counts dirtying: the growth of dirty+writeback plus
+		// what the device cleaned meanwhile, at the estimated rate.
+		written = uint64(c.bw.avg * elapsed.Seconds())
+		dirtied = sat(dirty+written, c.lastD)
+		written = 0 // an assumption, not a measurement: do not learn from it
+	}
+	// Like wb_bandwidth_estimate_start(), learn only while there is
+	// something to write, so idle time does not deflate the estimate.
+	if written > 0 || dirty > 0 {
+		if s.Counters.HasWritten || s.Counters.HasPgpg {
+			c.bw.update(written, elapsed)
+		}
+	}
+	c.dirtied += dirtied
+	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
+	c.updateDomainLimit(in)
+}
+
+// updateDomainLimit is domachargedupdate_dirty_limit(): the hard limit rises
+// to the threshold at once and falls towards max(thresh, dirty) by 1/32
+// of the gap per BandwidthInterval, so a shrinking limit does not stop
+// writers dead.
+func (c *Controller) updateDomainLimit(in Input) {
+	thresh := in.Dirty.Limit
+	if c.domainLimit < thresh {
+		c.domainLimit = thresh
+		c.limitStamp = in.Now
+		return
+	}
+	for ; in.Now.Sub(c.limitStamp) >= BandwidthInterval; c.limitStamp = c.limitStamp.Add(BandwidthInterval) {
+		floor := max(thresh, in.Stat.DirtyAndWriteback())
+		if c.domainLimit <= floor {
+			c.limitStamp = in.Now
+			break
+		}
+		c.domainLimit -= (c.domainLimit - floor) >> 5
+	}
+}
+
+// pause is the debt of balance_dirty_pages() for the bytes dirtied since
+// the last pause, at task_ratelimit = write_bw * pos_ratio. With the whole
+// cgroup as one dirtier, the balanced dirty_ratelimit of
+// wb_update_dirty_ratelimit() is the write bandwidth itself.
+func (c *Controller) pause(in Input, dirty uint64) time.Duration {
+	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
+	rate := TaskRatelimit(c.WriteBandwidth(), pos)
+	now := in.Now
+	if rate == 0 {
+		// At or past the limit: pause = max_pause, every time.
+		c.dirtied, c.pausedWhen = 0, now.Add(MaxPause)
+		return MaxPause
+	}
+	period, p := Debt(c.dirtied, now.Sub(c.pausedWhen), rate)
+	if p < MinPause {
+		// Think time already covered the debt.
+		switch {
+		case p < -time.Second:
+			c.dirtied, c.pausedWhen = 0, now
+		case period > 0:
+			c.dirtied, c.pausedWhen = 0, c.pausedWhen.Add(period)
+		}
+		return 0
+	}
+	if p > MaxPause {
+		// Carry the excess into the next period, at most one more pause.
+		now = now.Add(min(p-MaxPause, MaxPause))
+		p = MaxPause
+	}
+	c.dirtied, c.pausedWhen = 0, now.Add(p)
+	return p
+}
+
+// sat is a - b, or 0 when b > a: a counter's increase (0 after a reset) or
+// a difference that cannot go negative.
+func sat(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,170 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+const mib = 1 << 20
+
+// seed001 is the seed's cgroup: a 500m limit and the watermarks sized from
+// it (low 3663360, high 4396032).
+func seed001() (limit uint64, w memcg.Watermarks) {
+	limit = 500 * mib
+	return limit, memcg.Knobs{MinFreeKbytes: memcg.MinFreeAuto}.Watermarks(limit)
+}
+
+func TestBackgroundReclaimWatermarks(t *testing.T) {
+	limit, w := seed001()
+	type step struct {
+		free        uint64
+		wantReclaim uint64
+	}
+	tests := []struct {
+		name  string
+		w     memcg.Watermarks
+		steps []step
+	}{
+		{
+			name: "seed 001: kswapd wakes below low_wmark and stops at high_wmark",
+			w:    w,
+			steps: []step{
+				{free: 8 * mib, wantReclaim: 0},                     // plenty free: asleep
+				{free: 3663360, wantReclaim: 0},                     // at low: not below it
+				{free: 3663360 - 1, wantReclaim: 4396032 - 3663359}, // below low: wake, reclaim to high
+				{free: 4000000, wantReclaim: 396032},                // between: keeps running to high
+				{free: 4396032, wantReclaim: 0},                     // reached high: sleeps
+				{free: 4000000, wantReclaim: 0},                     // between, asleep: stays asleep
+				{free: 1 * mib, wantReclaim: 4396032 - 1*mib},       // below low again
+			},
+		},
+		{
+			name:  "seed 001: min_free_kbytes 0 disables per cgroup kswapd",
+			w:     memcg.Knobs{MinFreeKbytes: 0}.Watermarks(limit),
+			steps: []step{{free: 0}, {free: 1 * mib}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewController()
+			now := time.Unix(0, 0)
+			for i, st := range tt.steps {
+				now = now.Add(time.Second)
+				d := c.Step(Input{
+					Now:        now,
+					Stat:       memcg.Stat{Limit: limit, Usage: limit - st.free},
+					Dirty:      memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit},
+					Watermarks: tt.w,
+				})
+				if d.Reclaim != st.wantReclaim {
+					t.Errorf("step %d (free %d): Reclaim = %d, want %d", i, st.free, d.Reclaim, st.wantReclaim)
+				}
+				if (d.Why&ReasonWatermark != 0) != (st.wantReclaim > 0) {
+					t.Errorf("step %d: Why = %v", i, d.Why)
+				}
+			}
+		})
+	}
+}
+
+func TestReclaimWriteback(t *testing.T) {
+	limit, w := seed001()
+	below := limit - 1*mib // usage leaving 1 MiB free: below low_wmark
+	tests := []struct {
+		name           string
+		dirtyPages     uint64
+		writebackFirst bool
+		usage          uint64
+		wantWriteOut   bool
+		wantFlush      bool
+	}{
+		{"seed 000: reclaim with many dirty pages writes back the cgroup's own first", 1000, true, below, true, false},
+		{"seed 000: fewer than 64 dirty pages falls back to a full flush", 63, true, below, false, true},
+		{"seed 000: exactly 64 is not more than MIN_WB_DIRTY_PAGES: full flush", 64, true, below, false, true},
+		{"seed 000: 65 dirty pages is enough for the cgroup's own", 65, true, below, true, false},
+		{"stock kernel (writeback_first off): reclaim wakes every flusher", 1000, false, below, false, true},
+		{"no dirty pages: reclaim needs no writeback", 0, true, below, false, false},
+		{"no reclaim due: dirty pages are left to the dirty limits", 1000, true, 100 * mib, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewController()
+			d := c.Step(Input{
+				Now:            time.Unix(1, 0),
+				Stat:           memcg.Stat{Limit: limit, Usage: tt.usage, Dirty: tt.dirtyPages * memcg.PageSize},
+				Dirty:          memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit},
+				Watermarks:     w,
+				WritebackFirst: tt.writebackFirst,
+			})
+			if d.WriteOut != tt.wantWriteOut || d.Flush != tt.wantFlush {
+				t.Errorf("WriteOut, Flush = %v, %v, want %v, %v (%v)", d.WriteOut, d.Flush, tt.wantWriteOut, tt.wantFlush, d.Why)
+			}
+			if (d.Why&ReasonReclaimWriteback != 0) != (tt.wantWriteOut || tt.wantFlush) {
+				t.Errorf("Why = %v", d.Why)
+			}
+		})
+	}
+}
+
+func TestDirtyLimitDecisions(t *testing.T) {
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // seed 004 style: dirty_bytes 16M, background 8M
+	tests := []struct {
+		name             string
+		dirty, writeback uint64
+		wantWriteOut     bool
+		wantPause        bool
+		wantMaxPause     bool
+	}{
+		{"seed 004: below dirty_background nothing happens", 4 * mib, 0, false, false, false},
+		{"seed 004: past dirty_background the cgroup's files are written out", 9 * mib, 0, true, false, false},
+		{"background compares dirty alone, as wb_over_bg_thresh does", 7 * mib, 4 * mib, false, false, false},
+		{"seed 004: at the limit writers get the longest pause", 10 * mib, 6 * mib, true, true, true},
+		{"past the limit too", 20 * mib, 0, true, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewController()
+			in := Input{Now: time.Unix(1, 0), Stat: memcg.Stat{Limit: 1 << 30, Dirty: tt.dirty, Writeback: tt.writeback}, Dirty: limits}
+			c.Step(in) // first observation sets the baseline
+			in.Now = in.Now.Add(100 * time.Millisecond)
+			d := c.Step(in)
+			if d.WriteOut != tt.wantWriteOut {
+				t.Errorf("WriteOut = %v, want %v", d.WriteOut, tt.wantWriteOut)
+			}
+			if (d.Pause > 0) != tt.wantPause {
+				t.Errorf("Pause = %v, want a pause: %v", d.Pause, tt.wantPause)
+			}
+			if tt.wantMaxPause && d.Pause != MaxPause {
+				t.Errorf("Pause = %v, want MAX_PAUSE", d.Pause)
+			}
+		})
+	}
+}
+
+func TestNoThrottleWithoutALimit(t *testing.T) {
+	c := NewController()
+	d := c.Step(Input{Now: time.Unix(1, 0), Stat: memcg.Stat{Limit: memcg.NoLimit, Dirty: 1 << 40},
+		Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}})
+	if !d.Idle() {
+		t.Errorf("unlimited cgroup got %+v", d)
+	}
+}
+
+func TestPgpginEstimatesDirtyingOnV1(t *testing.T) {
+	// v1 exposes no written bytes; pgpgin counts pages charged, which for
+	// a writer are its dirtied pages. 10 MiB charged while dirty grew 2 MiB
+	// means 8 MiB were written: 80 MB/s over 100 ms, folded into the
+	// average at 100ms/4096ms weight.
+	c := NewController()
+	t0 := time.Unix(1, 0)
+	lim := memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}
+	c.Step(Input{Now: t0, Stat: memcg.Stat{Dirty: 4 * mib, Counters: memcg.Counters{HasPgpg: true, Pgpgin: 1000}}, Dirty: lim})
+	c.Step(Input{Now: t0.Add(100 * time.Millisecond), Stat: memcg.Stat{Dirty: 6 * mib, Counters: memcg.Counters{HasPgpg: true, Pgpgin: 1000 + 10*mib/memcg.PageSize}}, Dirty: lim})
+	w := 100.0 / 4096
+	want := 80.0*mib*w + InitBW*(1-w)
+	if got := float64(c.bw.bw); got < want*0.999 || got > want*1.001 {
+		t.Errorf("write_bandwidth = %.0f, want %.0f", got, want)
+	}
+}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	want := memcg.Knobs{DirtyRatio: 10, DirtyBackgroundRatio: 5, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true}
+	if c.Defaults != want || c.Under != "/" || !c.LimitedOnly {
+		t.Errorf("Default() = %+v", c)
+	}
+}
+
+func TestParseRules(t *testing.T) {
+	c, err := Parse([]byte(`
+version: 1
+manage:
+  under: /kubepods
+  limited_only: false
+defaults:
+  dirty_bytes: 64M
+  dirty_background_ratio: 5
+rules:
+  - match: /kubepods/burstable/**
+    set:
+      dirty_bytes: 16M
+      dirty_background_bytes: 8M
+  - match: /kubepods/burstable/pod-db
+    set:
+      writeback_first: false
+      min_free_kbytes: 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Under != "/kubepods" || c.LimitedOnly {
+		t.Errorf("manage = %q, %v", c.Under, c.LimitedOnly)
+	}
+	tests := []struct {
+		cg   host.Cgroup
+		want memcg.Knobs
+	}{
+		{"/kubepods/besteffort/x", memcg.Knobs{DirtyBytes: 64 << 20, DirtyBackgroundRatio: 5, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true}},
+		{"/kubepods/burstable", memcg.Knobs{DirtyBytes: 16 << 20, DirtyBackgroundBytes: 8 << 20, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true}},
+		{"/kubepods/burstable/pod-a/c1", memcg.Knobs{DirtyBytes: 16 << 20, DirtyBackgroundBytes: 8 << 20, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true}},
+		{"/kubepods/burstable/pod-db", memcg.Knobs{DirtyBytes: 16 << 20, DirtyBackgroundBytes: 8 << 20, MinFreeKbytes: 0, WritebackFirst: false}},
+	}
+	for _, tt := range tests {
+		if got := c.Knobs(tt.cg); got != tt.want {
+			t.Errorf("Knobs(%s) = %+v, want %+v", tt.cg, got, tt.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // the error names the field, the value and what is allowed
+	}{
+		{"empty", ``, []string{"empty", "version: 1"}},
+		{"wrong version", "version: 2\n", []string{"version", "2", "allowed 1"}},
+		{"unknown top-level key", "version: 1\nmanaged: {}\n", []string{"managed", "not found"}},
+		{"unknown knob", "version: 1\ndefaults:\n  dirty_limit: 5\n", []string{"line 3", "defaults.dirty_limit", `"5"`, "dirty_ratio"}},
+		{"ratio out of range", "version: 1\ndefaults:\n  dirty_ratio: 150\n", []string{"line 3", "defaults.dirty_ratio", `"150"`, "0 to 100"}},
+		{"bad size in a rule", "version: 1\nrules:\n  - match: /a\n    set:\n      dirty_bytes: 16MiB\n", []string{"line 5", "rules[0].set.dirty_bytes", `"16MiB"`, "64M"}},
+		{"both halves of a pair", "version: 1\ndefaults:\n  dirty_ratio: 10\n  dirty_bytes: 1G\n", []string{"only one of dirty_ratio and dirty_bytes"}},
+		{"rule without match", "version: 1\nrules:\n  - set: {dirty_ratio: 5}\n", []string{"rules[0].match", "missing"}},
+		{"bad glob", "version: 1\nrules:\n  - match: /a/[\n", []string{"rules[0].match", `"/a/["`}},
+		{"relative under", "version: 1\nmanage:\n  under: kubepods\n", []string{"manage.under", `"kubepods"`, "starting with /"}},
+		{"knob set twice", "version: 1\ndefaults:\n  dirty_ratio: 10\n  dirty_ratio: 20\n", []string{"dirty_ratio"}},
+		{"nested value", "version: 1\ndefaults:\n  dirty_ratio: [1, 2]\n", []string{"line 3", "defaults.dirty_ratio", "single value"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestRuleMatches(t *testing.T) {
+	tests := []struct {
+		match string
+		cg    host.Cgroup
+		want  bool
+	}{
+		{"/a/*", "/a/b", true},
+		{"/a/*", "/a/b/c", false},
+		{"/a/**", "/a", true},
+		{"/a/**", "/a/b/c", true},
+		{"/a/**", "/ab", false},
+		{"/*/x/**", "/k/x/y", true},
+		{"/**", "/anything/at/all", true},
+		{"/a", "/a", true},
+	}
+	for _, tt := range tests {
+		if got := (Rule{Match: tt.match}).Matches(tt.cg); got != tt.want {
+			t.Errorf("%q matches %q = %v, want %v", tt.match, tt.cg, got, tt.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(string(defaultYAML))
+	f.Add("version: 1\nrules:\n  - match: /a/**\n    set: {dirty_bytes: 16M}\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := Parse([]byte(s))
+		if err != nil {
+			return
+		}
+		// Whatever loads must give knobs that obey the kernel's pairing.
+		k := c.Knobs("/a/b")
+		if k.DirtyRatio != 0 && k.DirtyBytes != 0 || k.DirtyBackgroundRatio != 0 && k.DirtyBackgroundBytes != 0 {
+			t.Fatalf("loaded knobs break ratio/bytes exclusion: %+v", k)
+		}
+	})
+}

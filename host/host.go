@@ -15,6 +15,11 @@ import (
 // Callers skip the cgroup; it is never fatal.
 var ErrVanished = errors.New("cgroup vanished")
 
+// ErrNothingReclaimed reports that a reclaim request freed nothing: what
+// the cgroup holds is unreclaimable for now (anonymous memory without
+// swap, dirty or locked pages). It is a shortfall, not a failure.
+var ErrNothingReclaimed = errors.New("nothing reclaimed")
+
 // Cgroup names a memory cgroup by its path in the hierarchy, as it appears
 // in /proc/PID/cgroup ("/" is the root, "/a/b" a descendant).
 type Cgroup string

@@ -1,0 +1,150 @@
+// Command vmrun runs memcgd's tests, or a shell command, inside a cgroup v2
+// (or v1) kernel under qemu, printing what the VM prints.
+//
+//	go run ./test/vm/cmd/vmrun -cgroup v2 -pkg ./cgroupfs -run 'TestX'
+//	go run ./test/vm/cmd/vmrun -cgroup v1 -shell-cmd 'cat /proc/self/cgroup'
+//
+// It exits with status 1 when a test fails, the VM crashes or times out, and
+// 2 when the VM cannot be built. The kernel and busybox come from the cache
+// that scripts/install-deps fills ($MEMCGD_VM_CACHE, /var/cache/memcgd-vm).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/memcgd/memcgd/test/vm"
+)
+
+// packageList is a repeatable flag whose values may also be comma lists.
+type packageList []string
+
+func (p *packageList) String() string { return strings.Join(*p, ",") }
+
+func (p *packageList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*p = append(*p, s)
+		}
+	}
+	return nil
+}
+
+func main() {
+	var (
+		pkgs     packageList
+		cgroup   = flag.String("cgroup", "v2", "cgroup layout in the VM: v1 or v2")
+		run      = flag.String("run", "", "run only tests matching this regexp (-test.run)")
+		mem      = flag.Int("mem", vm.DefaultMemoryMB, "guest memory in MB")
+		bps      = flag.Int64("bps", vm.DefaultWriteBPS, "write limit of the VM's disk in bytes/s; -1 for none")
+		timeout  = flag.Duration("timeout", vm.DefaultTimeout, "time limit of the VM run")
+		shellCmd = flag.String("shell-cmd", "", "run this shell command in the VM instead of tests")
+		keep     = flag.Bool("keep", false, "keep the work directory (initramfs, test binaries)")
+		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
+	)
+	flag.Var(&pkgs, "pkg", "package pattern to test in the VM; repeatable or a comma list (default: the VM suite)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "vmrun: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if len(pkgs) == 0 {
+		pkgs = vm.SuitePackages()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	work, err := os.MkdirTemp("", "memcgd-vm-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		os.Exit(2)
+	}
+	code := runVM(ctx, work, options{
+		cgroup: vm.Cgroup(*cgroup), pkgs: pkgs, run: *run, mem: *mem, bps: *bps,
+		timeout: *timeout, shellCmd: *shellCmd, console: *console,
+	})
+	if *keep {
+		fmt.Fprintf(os.Stderr, "vmrun: work directory kept: %s\n", work)
+	} else {
+		os.RemoveAll(work)
+	}
+	os.Exit(code)
+}
+
+type options struct {
+	cgroup   vm.Cgroup
+	pkgs     []string
+	run      string
+	mem      int
+	bps      int64
+	timeout  time.Duration
+	shellCmd string
+	console  bool
+}
+
+// runVM builds the jobs, boots the VM and returns the exit status.
+func runVM(ctx context.Context, work string, o options) int {
+	assets, err := vm.LocateAssets(vm.DefaultCacheDir())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		return 2
+	}
+	var jobs []vm.Job
+	if o.shellCmd != "" {
+		jobs = []vm.Job{vm.ShellJob(o.shellCmd)}
+	} else {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			return 2
+		}
+		mod, err := vm.ModuleDir(ctx, wd)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			return 2
+		}
+		bin := filepath.Join(work, "bin")
+		if err := os.Mkdir(bin, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			return 2
+		}
+		start := time.Now()
+		jobs, err = vm.TestJobs(ctx, mod, o.pkgs, o.run, vm.DefaultTestTimeout, bin)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(os.Stderr, "vmrun: built %d test binaries in %v\n", len(jobs), time.Since(start).Round(time.Millisecond))
+	}
+	cfg := vm.Config{
+		Assets: assets, Cgroup: o.cgroup, MemoryMB: o.mem, WriteBPS: o.bps,
+		Timeout: o.timeout, WorkDir: work, Output: os.Stdout,
+	}
+	if o.console {
+		cfg.Console = os.Stderr
+	}
+	start := time.Now()
+	report, err := vm.Run(ctx, cfg, jobs)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		return 2
+	}
+	elapsed := time.Since(start).Round(time.Millisecond)
+	if err := report.Err(); err != nil {
+		if !o.console {
+			fmt.Fprintln(os.Stderr, "vmrun: kernel console:")
+			io.Copy(os.Stderr, strings.NewReader(string(report.Console)))
+		}
+		fmt.Fprintf(os.Stderr, "vmrun: FAIL (%v, cgroup %s):\n%v\n", elapsed, o.cgroup, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "vmrun: ok (%v, cgroup %s, %d jobs)\n", elapsed, o.cgroup, len(jobs))
+	return 0
+}

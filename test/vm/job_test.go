@@ -1,0 +1,74 @@
+package vm
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShellQuoteSurvivesTheShell(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on this host")
+	}
+	words := []string{"", "plain", "two words", "it's", `"double"`, "$HOME", "a\\b", "new\nline", "'", "TestA|TestB$"}
+	var script strings.Builder
+	script.WriteString("printf '%s\\0'")
+	for _, w := range words {
+		script.WriteString(" " + shellQuote(w))
+	}
+	out, err := exec.Command(sh, "-c", script.String()).Output()
+	if err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if strings.Join(got, "|") != strings.Join(words, "|") || len(got) != len(words) {
+		t.Errorf("shell read %q, want %q", got, words)
+	}
+}
+
+func TestJobValidate(t *testing.T) {
+	tests := []struct {
+		job     Job
+		wantErr string // "" means valid
+	}{
+		{Job{Name: "cgroupfs_format", Dir: "/src/cgroupfs/format", Args: []string{"/tests/x.test"}}, ""},
+		{Job{Name: "", Dir: "/", Args: []string{"true"}}, `job name ""`},
+		{Job{Name: "a b", Dir: "/", Args: []string{"true"}}, `job name "a b"`},
+		{Job{Name: "a", Dir: "src", Args: []string{"true"}}, `dir "src": want an absolute path`},
+		{Job{Name: "a", Dir: "/"}, "args empty"},
+		{Job{Name: "a", Dir: "/", Args: []string{"true"}, Files: map[string]string{"tests/x": "/x"}}, `file "tests/x"`},
+	}
+	for _, tt := range tests {
+		err := tt.job.validate()
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%+v: validate() = %v, want %q", tt.job, err, tt.wantErr)
+		}
+	}
+}
+
+func TestTestJob(t *testing.T) {
+	b := TestBinary{Name: "cgroupfs_format", RelDir: "cgroupfs/format", Path: "/h/bin/cgroupfs_format.test", Testdata: "/h/m/cgroupfs/format/testdata"}
+	j := TestJob(b, "TestStat", time.Minute)
+	want := Job{
+		Name: "cgroupfs_format",
+		Dir:  "/src/cgroupfs/format",
+		Args: []string{"/tests/cgroupfs_format.test", "-test.v", "-test.timeout=1m0s", "-test.run=TestStat"},
+		Files: map[string]string{
+			"/tests/cgroupfs_format.test":   "/h/bin/cgroupfs_format.test",
+			"/src/cgroupfs/format/testdata": "/h/m/cgroupfs/format/testdata",
+		},
+	}
+	if j.Name != want.Name || j.Dir != want.Dir || strings.Join(j.Args, " ") != strings.Join(want.Args, " ") || len(j.Files) != len(want.Files) {
+		t.Fatalf("TestJob = %+v, want %+v", j, want)
+	}
+	for k, v := range want.Files {
+		if j.Files[k] != v {
+			t.Errorf("Files[%s] = %q, want %q", k, j.Files[k], v)
+		}
+	}
+	if err := j.validate(); err != nil {
+		t.Errorf("TestJob made an invalid job: %v", err)
+	}
+}

@@ -1,0 +1,199 @@
+package cgroupfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fakeLayout is a layout whose mounts the journal checks paths against;
+// nothing is read from it.
+var fakeLayout = Layout{
+	Memory:  Hierarchy{Version: V1, Mount: "/sys/fs/cgroup/memory", Root: "/"},
+	Unified: &Hierarchy{Version: V2, Mount: "/sys/fs/cgroup/unified", Root: "/"},
+}
+
+func TestJournalRecordRefusesFilesItMayNotWrite(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "j", "journal"), fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tests := []struct {
+		path string
+		ok   bool
+	}{
+		{"/sys/fs/cgroup/memory/a/memory.limit_in_bytes", true},
+		{"/sys/fs/cgroup/unified/a/cgroup.freeze", true},
+		{"/sys/fs/cgroup/memory/a/memory.high", true},
+		{"/sys/fs/cgroup/memory/a/memory.max", true},
+		{"/sys/fs/cgroup/memory/a/freezer.state", true},
+		{"/etc/passwd", false},                                           // not beneath a mount
+		{"/sys/fs/cgroup/memory/a/../../../../etc/cgroup.freeze", false}, // not clean
+		{"/sys/fs/cgroup/memory/a/memory.swappiness", false},             // not a file memcgd changes
+		{"/sys/fs/cgroup/memoryX/memory.max", false},                     // a mount's prefix is not the mount
+		{"sys/fs/cgroup/memory/memory.max", false},                       // relative
+		{"/sys/fs/cgroup/freezer/a/freezer.state", false},                // a mount not in the layout
+	}
+	for _, tt := range tests {
+		_, err := j.Record(Change{Path: tt.path, Original: "0"})
+		if (err == nil) != tt.ok {
+			t.Errorf("Record(%s) error = %v, want ok=%v", tt.path, err, tt.ok)
+		}
+	}
+}
+
+func TestJournalRefusesASecondChangeToOneFile(t *testing.T) {
+	j, err := OpenJournal(filepath.Join(t.TempDir(), "journal"), fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c := Change{Path: "/sys/fs/cgroup/memory/a/memory.limit_in_bytes", Original: "1048576"}
+	id, err := j.Record(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record(c); !errors.Is(err, ErrChangePending) {
+		t.Errorf("second Record of one file: error %v, want ErrChangePending", err)
+	}
+	if err := j.Done(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record(c); err != nil {
+		t.Errorf("Record after Done: %v", err)
+	}
+	if err := j.Done(id); err == nil {
+		t.Errorf("Done(%d) twice: no error", id)
+	}
+}
+
+func TestJournalIsOpenInOneProcessAtATime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := OpenJournal(path, fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenJournal(path, fakeLayout); err == nil {
+		t.Errorf("second OpenJournal(%s) while open: no error", path)
+	}
+	j.Close()
+	j, err = OpenJournal(path, fakeLayout)
+	if err != nil {
+		t.Fatalf("OpenJournal after Close: %v", err)
+	}
+	j.Close()
+}
+
+func TestJournalSurvivesATornLastLineAndCompacts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "journal")
+	j, err := OpenJournal(path, fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := Change{Path: "/sys/fs/cgroup/memory/a/memory.limit_in_bytes", Original: "268435456"}
+	undone := Change{Path: "/sys/fs/cgroup/unified/a/cgroup.freeze", Original: "0"}
+	idKept, err := j.Record(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idUndone, err := j.Record(undone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Done(idUndone); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	// A crash in the middle of appending the next record.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":3,"path":"/sys/fs/cgroup/memory/b/memory.limit_in_bytes","orig`)
+	f.Close()
+
+	j, err = OpenJournal(path, fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if got := j.Pending(); len(got) != 1 || got[0] != kept {
+		t.Errorf("Pending() after torn write = %v, want [%v]", got, kept)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(b), "\n"); lines != 1 || !strings.Contains(string(b), `"id":`+strconv.FormatUint(idKept, 10)) {
+		t.Errorf("journal after reopening is not compacted to the one pending record:\n%s", b)
+	}
+	id, err := j.Record(Change{Path: "/sys/fs/cgroup/memory/c/memory.limit_in_bytes", Original: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id <= idUndone {
+		t.Errorf("id after reopening = %d, want above %d: ids must not be reused", id, idUndone)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s mode = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestJournalIgnoresPlantedChanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	planted := `{"id":1,"path":"/etc/shadow","original":"x"}` + "\n" +
+		`{"id":2,"path":"/sys/fs/cgroup/memory/a/memory.limit_in_bytes","original":"4096"}` + "\n"
+	if err := os.WriteFile(path, []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(path, fakeLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	got := j.Pending()
+	if len(got) != 1 || got[0].Path != "/sys/fs/cgroup/memory/a/memory.limit_in_bytes" {
+		t.Errorf("Pending() = %v, want only the memory.limit_in_bytes change", got)
+	}
+}
+
+func TestWriteControlRefusesFilesOutsideCgroupfs(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "memory.limit_in_bytes")
+	if err := os.WriteFile(p, []byte("5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeControl(p, "1"); err == nil {
+		t.Errorf("writeControl(%s) on %s: no error", p, "a disk filesystem")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "5\n" {
+		t.Errorf("file changed to %q", b)
+	}
+}
+
+// Exported for the real-kernel tests, which live in package cgroupfs_test
+// because cgrouptest imports this package.
+var (
+	ReadControl  = readControl
+	WriteControl = writeControl
+	SqueezeV1    = squeezeV1
+	DirtyBytes   = dirtyBytes
+)
+
+const (
+	FileLimitV1     = fileLimitV1
+	FileHigh        = fileHigh
+	FileFreeze      = fileFreeze
+	FileFreezerV1   = fileFreezerV1
+	FreezerThawedV1 = freezerThawedV1
+)

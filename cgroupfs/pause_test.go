@@ -1,0 +1,168 @@
+package cgroupfs_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+)
+
+// runtime returns the CPU time pid has run, from /proc/PID/schedstat
+// (kernel/sched/stats.c show_schedstat: run time in ns first).
+func runtime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ns)
+}
+
+// freezer is a layout that makes Pause use one of the freezers.
+type freezer struct {
+	name   string
+	layout cgroupfs.Layout
+}
+
+// freezers gives a layout for each freezer this host has: the v2 one,
+// and on a hybrid host also the v1 freezer hierarchy (the layout without
+// its unified hierarchy).
+func freezers(l cgroupfs.Layout) []freezer {
+	fs := []freezer{{"cgroup v2 freezer", l}}
+	if l.Memory.Version == cgroupfs.V1 && l.Freezer != nil {
+		v1only := l
+		v1only.Unified = nil
+		fs = append(fs, freezer{"cgroup v1 freezer", v1only})
+	}
+	return fs
+}
+
+// thawed reports whether the cgroup's freezer files say it runs.
+func thawed(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) bool {
+	t.Helper()
+	if dir, ok := l.UnifiedDir(c.Path); ok {
+		if s, err := cgroupfs.ReadControl(filepath.Join(dir, cgroupfs.FileFreeze)); err != nil || s != "0" {
+			return false
+		}
+	}
+	if dir, ok := l.FreezerDir(c.Path); ok {
+		if s, err := cgroupfs.ReadControl(filepath.Join(dir, cgroupfs.FileFreezerV1)); err != nil || s != cgroupfs.FreezerThawedV1 {
+			return false
+		}
+	}
+	return true
+}
+
+// The pause stops a busy task for about d, at most MaxPause, and leaves
+// the cgroup thawed, also when the context ends first.
+func TestPauseStopsTheCgroupForD(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	// slack is Pause's own time on top of the pause: the journal record's
+	// fsync before the freeze, and the freeze taking hold. Up to 20 ms on
+	// the development machine; 120 ms under qemu's emulated CPUs.
+	const slack = 150 * time.Millisecond
+	tests := []struct {
+		d, timeout time.Duration
+		// wall is how long Pause should take, less slack; stopped how long
+		// at least the busy task should not run.
+		wall, stopped time.Duration
+	}{
+		{d: 50 * time.Millisecond, wall: 50 * time.Millisecond, stopped: 40 * time.Millisecond},
+		{d: 150 * time.Millisecond, wall: 150 * time.Millisecond, stopped: 120 * time.Millisecond},
+		{d: time.Second, wall: cgroupfs.MaxPause, stopped: cgroupfs.MaxPause * 8 / 10},
+		// The context's deadline also runs during the fsync, so how long
+		// the task stops is not known; that it thaws is.
+		{d: 150 * time.Millisecond, timeout: 40 * time.Millisecond, wall: 40 * time.Millisecond},
+	}
+	for _, fz := range freezers(l) {
+		for _, tt := range tests {
+			t.Run(fz.name+"/"+tt.d.String()+"/timeout="+tt.timeout.String(), func(t *testing.T) {
+				c := cgrouptest.New(t, l, 0)
+				pid := c.Start(t, "sh", "-c", "while :; do :; done").Process.Pid
+				j := journal(t, l)
+				ran0, start := runtime(t, pid), time.Now()
+				ctx := context.Background()
+				if tt.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					defer cancel()
+				}
+				err := cgroupfs.Pause(ctx, fz.layout, c.Path, tt.d, j)
+				wall, ran := time.Since(start), runtime(t, pid)-ran0
+				time.Sleep(100 * time.Millisecond)
+				after := runtime(t, pid) - ran0 - ran
+				t.Logf("%s: Pause(%v) took %v; the busy task ran %v of it (stopped %v) and %v of the 100 ms after",
+					fz.name, tt.d, wall.Round(100*time.Microsecond), ran.Round(100*time.Microsecond),
+					(wall - ran).Round(100*time.Microsecond), after.Round(time.Millisecond))
+
+				if tt.timeout > 0 {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("Pause with a context ending after %v: error %v, want context.DeadlineExceeded", tt.timeout, err)
+					}
+				} else if err != nil {
+					t.Fatalf("Pause: %v", err)
+				}
+				if wall < tt.wall || wall > tt.wall+slack {
+					t.Errorf("Pause took %v, want %v to %v", wall, tt.wall, tt.wall+slack)
+				}
+				if wall-ran < tt.stopped {
+					t.Errorf("busy task ran %v of the %v Pause: stopped %v, want at least %v", ran, wall, wall-ran, tt.stopped)
+				}
+				if !thawed(t, l, c) {
+					t.Errorf("cgroup still frozen after Pause")
+				}
+				// Other load on the machine may slow it, but it must run.
+				if after < 10*time.Millisecond {
+					t.Errorf("busy task ran %v in the 100 ms after Pause, want at least 10 ms", after)
+				}
+				if p := j.Pending(); len(p) != 0 {
+					t.Errorf("journal after Pause holds %v, want nothing pending", p)
+				}
+			})
+		}
+	}
+}
+
+func TestPauseRefusesBadInput(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	c := cgrouptest.New(t, l, 0)
+	none := l
+	none.Unified, none.Freezer = nil, nil
+	if l.Memory.Version == cgroupfs.V2 {
+		none.Memory.Version = cgroupfs.V1 // no freezer at all: a v1 host without one
+	}
+	j := journal(t, l)
+	tests := []struct {
+		name string
+		l    cgroupfs.Layout
+		d    time.Duration
+		j    *cgroupfs.Journal
+		want error // nil: any error
+	}{
+		{"negative duration", l, -time.Millisecond, j, nil},
+		{"no journal", l, time.Millisecond, nil, nil},
+		{"no freezer", none, time.Millisecond, j, errors.ErrUnsupported},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := cgroupfs.Pause(context.Background(), tt.l, c.Path, tt.d, tt.j)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("Pause: error %v, want %v", err, tt.want)
+			}
+			if !thawed(t, l, c) {
+				t.Errorf("cgroup frozen after a refused Pause")
+			}
+		})
+	}
+}

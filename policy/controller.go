@@ -25,6 +25,12 @@ type Input struct {
 	Watermarks memcg.Watermarks
 	// WritebackFirst is seed 000's switch.
 	WritebackFirst bool
+	// Lead is how long until the cgroup will next be looked at. The
+	// kernel's kswapd reacts within microseconds; a userspace one reacts
+	// a step later, so it must keep free above the watermarks for that
+	// long at the cgroup's recent rate of growth. Zero is the kernel's
+	// behaviour.
+	Lead time.Duration
 }
 
 // Controller holds what the three controllers remember of one cgroup
@@ -49,6 +55,10 @@ type Controller struct {
 	// reclaiming is seed 001's kswapd state: woken below the low
 	// watermark, it runs until free reaches the high one.
 	reclaiming bool
+	// growth is the recent rate at which usage rose, bytes/s, averaged
+	// like the write bandwidth; lastUsage is usage at the last step.
+	growth    float64
+	lastUsage uint64
 }
 
 // NewController returns a controller with the kernel's initial bandwidth.
@@ -86,8 +96,9 @@ func (c *Controller) Step(in Input) Decision {
 	}
 
 	// Seed 001: kswapd wakes when free drops below low and runs until
-	// free reaches high.
-	free := s.Free()
+	// free reaches high. Free is taken as it will be after Lead at the
+	// recent growth rate, which is free itself for the kernel (Lead 0).
+	free := sat(s.Free(), uint64(c.growth*in.Lead.Seconds()))
 	w := in.Watermarks
 	switch {
 	case !w.Enabled() || free >= w.High:
@@ -134,6 +145,7 @@ func (c *Controller) account(in Input, dirty uint64) {
 	if !c.started {
 		c.started = true
 		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
+		c.lastUsage = s.Usage
 		c.pausedWhen = in.Now
 		c.domainLimit = in.Dirty.Limit
 		c.limitStamp = in.Now
@@ -166,8 +178,24 @@ func (c *Controller) account(in Input, dirty uint64) {
 		}
 	}
 	c.dirtied += dirtied
+	c.updateGrowth(s.Usage, elapsed)
 	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
 	c.updateDomainLimit(in)
+}
+
+// growthWindow is the averaging window of the growth rate: short, since it
+// predicts the next step only.
+const growthWindow = time.Second
+
+// updateGrowth folds the rise of usage since the last step into the
+// growth rate, over growthWindow. Reclaim lowers usage,
+// so a fall says nothing of the charge rate: only rises count, and a step
+// without one decays the rate.
+func (c *Controller) updateGrowth(usage uint64, elapsed time.Duration) {
+	rate := float64(sat(usage, c.lastUsage)) / elapsed.Seconds()
+	w := min(float64(elapsed)/float64(growthWindow), 1)
+	c.growth = rate*w + c.growth*(1-w)
+	c.lastUsage = usage
 }
 
 // updateDomainLimit is domachargedupdate_dirty_limit(): the hard limit rises

@@ -168,3 +168,40 @@ func TestPgpginEstimatesDirtyingOnV1(t *testing.T) {
 		t.Errorf("write_bandwidth = %.0f, want %.0f", got, want)
 	}
 }
+
+func TestLeadAnticipatesGrowth(t *testing.T) {
+	// A cgroup growing at 100 MiB/s, looked at every 100 ms, loses
+	// several MiB of free space before the next look: with Lead, a
+	// userspace kswapd wakes while free is still above low, and reclaims
+	// enough to be at high after the growth.
+	limit, w := seed001()
+	lead := 100 * time.Millisecond
+	c := NewController()
+	t0 := time.Unix(1, 0)
+	usage := limit - 65*mib
+	var d Decision
+	var in Input
+	for i := 0; i < 60; i++ {
+		in = Input{Now: t0.Add(time.Duration(i) * 10 * time.Millisecond), Stat: memcg.Stat{Limit: limit, Usage: usage},
+			Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}, Watermarks: w, Lead: lead}
+		d = c.Step(in)
+		usage += 1 * mib // 100 MiB/s
+	}
+	free := in.Stat.Free()
+	if free <= w.High {
+		t.Fatalf("test setup: free %d not above high %d", free, w.High)
+	}
+	ahead := uint64(c.growth * lead.Seconds())
+	if free-ahead >= w.Low {
+		t.Fatalf("test setup: growth %.0f B/s does not bring free below low within the lead", c.growth)
+	}
+	if want := w.High - (free - ahead); d.Reclaim != want {
+		t.Errorf("Reclaim = %d, want high - (free - growth*lead) = %d", d.Reclaim, want)
+	}
+	// The kernel's kswapd (Lead 0) sleeps in the same state.
+	in.Lead = 0
+	c2 := NewController()
+	if d := c2.Step(in); d.Reclaim != 0 {
+		t.Errorf("Lead 0 reclaimed %d with free above low", d.Reclaim)
+	}
+}

@@ -1,6 +1,7 @@
 package cgroupfs_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,7 +280,10 @@ func TestResolve(t *testing.T) {
 }
 
 // On the real kernel, the process's own memory cgroup resolves to a
-// directory that has the memory files of its version.
+// directory that has the memory files of its version (memory.pressure is
+// left out: PSI may be off), and Observe reads it. The v2 root cgroup, where processes of a test VM run, lacks the
+// usage, limit and event files (mm/memcontrol.c, memory_files[]:
+// CFTYPE_NOT_ON_ROOT); Observe relies on their absence there.
 func TestDiscoverRealKernel(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	self, err := cgroupfs.Self("/proc", l)
@@ -290,12 +294,29 @@ func TestDiscoverRealKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := "memory.current"
-	if l.Memory.Version == cgroupfs.V1 {
-		file = "memory.usage_in_bytes"
+	var present, absent []string
+	switch {
+	case l.Memory.Version == cgroupfs.V1:
+		present = []string{"memory.usage_in_bytes", "memory.limit_in_bytes", "memory.stat", "memory.failcnt"}
+	case cg == "/":
+		present = []string{"memory.stat"}
+		absent = []string{"memory.current", "memory.max", "memory.high", "memory.events"}
+	default:
+		present = []string{"memory.current", "memory.max", "memory.high", "memory.stat", "memory.events"}
 	}
-	if _, err := os.Stat(filepath.Join(l.Memory.Dir(cg), file)); err != nil {
-		t.Errorf("own memory cgroup %s on %s: %v", cg, l.Memory.Version, err)
+	dir := l.Memory.Dir(cg)
+	for _, f := range present {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("own memory cgroup %s on %s: %v", cg, l.Memory.Version, err)
+		}
+	}
+	for _, f := range absent {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("own memory cgroup %s on %s: %s: %v, want it absent", cg, l.Memory.Version, f, err)
+		}
+	}
+	if _, err := cgroupfs.NewReader(l).Observe(cg); err != nil {
+		t.Errorf("Observe(%s): %v", cg, err)
 	}
 	if l.Unified != nil {
 		if _, ok := l.UnifiedDir("/"); !ok {

@@ -42,6 +42,19 @@ func NewReader(l Layout) *Reader {
 // memory.stat and memory.events on v2; and the cgroup's memory PSI, which
 // on a hybrid host is that of the unified cgroup at the same path, when it
 // exists. If cg is removed meanwhile the error wraps host.ErrVanished.
+//
+// The v2 root cgroup has only memory.stat and memory.pressure of these:
+// the kernel charges no page to the root's page counter (mm/memcontrol.c,
+// try_charge returns early for the root), so it has no usage, limit or
+// events to show (memory_files[]: CFTYPE_NOT_ON_ROOT). For it Observe
+// reports Limit, Max and High as NoLimit, no events, and as Usage the
+// anon + file of its memory.stat: the user pages of the whole machine,
+// which is the kernel's own definition of the root's usage on v1
+// (mm/memcontrol.c, mm/memcontrol-v1.c in newer kernels: mem_cgroup_usage
+// reads NR_FILE_PAGES + NR_ANON_MAPPED for the root), so that the root
+// reads alike on both versions. Kernel memory is left out, as on v1. On a
+// kernel without the root's memory.stat Usage stays 0. FS replaces the
+// root's Limit and Usage with the machine's, from /proc/meminfo.
 func (r *Reader) Observe(cg host.Cgroup) (memcg.Stat, error) {
 	var s memcg.Stat
 	var err error
@@ -104,8 +117,9 @@ func (r *Reader) observeV2(cg host.Cgroup, s *memcg.Stat) error {
 	absent := func(err error) bool { return top && errors.Is(err, host.ErrVanished) }
 
 	usage, err := r.readUint(h, cg, "memory.current")
+	root := absent(err)
 	switch {
-	case absent(err):
+	case root:
 	case err != nil:
 		return err
 	default:
@@ -147,6 +161,10 @@ func (r *Reader) observeV2(cg host.Cgroup, s *memcg.Stat) error {
 	c.PgscanKswapd, c.PgscanDirect = m.PgscanKswapd, m.PgscanDirect
 	c.PgstealKswapd, c.PgstealDirect = m.PgstealKswapd, m.PgstealDirect
 	c.Pgrefill = m.Pgrefill
+	if root {
+		// See Observe: the root's usage as v1 defines it.
+		s.Usage = m.Anon + m.File
+	}
 	return nil
 }
 

@@ -94,8 +94,10 @@ func removeBetween(between []string) error {
 			// A cgroup just removed beneath goes offline asynchronously
 			// (kernel/cgroup/cgroup.c, css_killed_work_fn), and until then
 			// its parent's rmdir fails with EBUSY though no directory is
-			// left beneath it.
-			for try := 0; errors.Is(err, syscall.EBUSY) && try < 100 && !hasSubdirs(d); try++ {
+			// left beneath it; on a slow (emulated) machine that can take
+			// a while.
+			deadline := time.Now().Add(settle)
+			for errors.Is(err, syscall.EBUSY) && time.Now().Before(deadline) && !hasSubdirs(d) {
 				time.Sleep(10 * time.Millisecond)
 				err = os.Remove(d)
 			}

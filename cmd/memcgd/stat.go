@@ -13,6 +13,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/config"
+	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -34,18 +35,48 @@ equivalent, n/a where it has none:
   memory_pressure_*_total_us    PSI of the cgroup (hybrid hosts: of the
                                 unified-hierarchy cgroup at the same path)
 
+When the daemon answers on --socket, its own figures are printed, the same
+the metrics endpoint exports: kswapd_steal is then the daemon's background
+reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
+writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
+throttle_paused_us. Otherwise cgroupfs is read directly.
+
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
 cgroupfs.`
 
 func newStatCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
+	var socket string
 	cmd := &cobra.Command{
 		Use:   "stat [CGROUP]",
 		Short: "Print per-cgroup dirty, reclaim and writeback statistics",
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			write := writeText
+			if asJSON {
+				write = writeJSON
+			}
+			l, err := cgroupfs.Discover(g.procRoot)
+			if err != nil {
+				return err
+			}
+			var one host.Cgroup
+			if len(args) == 1 {
+				if one, err = l.Resolve(args[0]); err != nil {
+					return err
+				}
+			}
+			if c, err := control.Dial(socket); err == nil {
+				defer c.Close()
+				reports, err := statFromDaemon(cmd.Context(), c, one)
+				if err != nil {
+					return err
+				}
+				return write(cmd.OutOrStdout(), reports)
+			}
+
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
@@ -53,28 +84,16 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := cgroupfs.Discover(g.procRoot)
-			if err != nil {
-				return err
-			}
 			fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, nil)
 			var cgs []host.Cgroup
-			if len(args) == 1 {
-				cg, err := l.Resolve(args[0])
-				if err != nil {
-					return err
-				}
-				cgs = []host.Cgroup{cg}
+			if one != "" {
+				cgs = []host.Cgroup{one}
 			} else if cgs, err = fs.Cgroups(cmd.Context()); err != nil {
 				return err
 			}
 			reports, errs := collect(cmd.Context(), fs, cfg, cgs)
 			if len(args) == 1 && len(reports) == 0 && len(errs) == 0 {
 				return fmt.Errorf("%s vanished while it was read", cgs[0])
-			}
-			write := writeText
-			if asJSON {
-				write = writeJSON
 			}
 			if err := write(cmd.OutOrStdout(), reports); err != nil {
 				return err
@@ -83,7 +102,25 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats} with null for n/a")
+	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket; when nothing answers there, cgroupfs is read directly")
 	return cmd
+}
+
+// statFromDaemon asks the running daemon for cg's report, or every managed
+// cgroup's when cg is "".
+func statFromDaemon(ctx context.Context, c *control.Client, cg host.Cgroup) ([]report, error) {
+	rs, err := c.Stat(ctx, cg)
+	if err != nil {
+		if cg == "" {
+			return nil, fmt.Errorf("stat: %w", err)
+		}
+		return nil, fmt.Errorf("stat %s: %w", cg, err)
+	}
+	out := make([]report, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, report{Cgroup: r.Cgroup, Fields: r.Fields})
+	}
+	return out, nil
 }
 
 // report is one cgroup's listing.

@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// Counters are what the daemon itself did to one cgroup, in the seeds'
+// vocabulary where one exists. They only grow.
+type Counters struct {
+	// ReclaimedBytes is seed 001's kswapd_steal: bytes the daemon's
+	// background reclaim took from the cgroup (the fall of its usage).
+	ReclaimedBytes uint64
+	// ReclaimRuns is seed 001's pgoutrun: background reclaim runs, each
+	// from a wake-up below the low watermark to the high one.
+	ReclaimRuns uint64
+	// WriteOuts counts targeted write-outs of the cgroup's own files and
+	// WriteOutBytes the dirty bytes it held when each began.
+	WriteOuts, WriteOutBytes uint64
+	// Flushes counts full flushes: seed 000's fallback, or the stock
+	// behaviour when writeback_first is off. FlushBytes is the cgroup's
+	// dirty bytes when each began (other cgroups' are not counted).
+	Flushes, FlushBytes uint64
+	// Pauses counts throttle pauses and Paused is their total time.
+	Pauses uint64
+	Paused time.Duration
+	// Errors counts actions that failed (other than a vanished cgroup).
+	Errors uint64
+}
+
+// Status is the daemon's view of one managed cgroup.
+type Status struct {
+	Cgroup host.Cgroup
+	// Observed is when Stat was read.
+	Observed time.Time
+	// Stat is the latest observation.
+	Stat memcg.Stat
+	// Effective are the settings in force.
+	Effective memcg.Effective
+	// Counters are the daemon's own.
+	Counters Counters
+	// Active says whether the cgroup is being worked on now (over a
+	// threshold, reclaiming or throttled) rather than waiting for an event.
+	Active bool
+}
+
+// Fields is the status in `memcgd stat` form: the kernel's view from
+// memcg.Report, with the daemon's own kswapd_steal and pgoutrun (which
+// replace the kernel-derived stand-ins) and its write-out and throttle
+// counters.
+func (s Status) Fields() []memcg.Field {
+	c := s.Counters
+	own := map[string]memcg.Field{
+		"kswapd_steal": {Name: "kswapd_steal", Value: c.ReclaimedBytes / memcg.PageSize, Known: true},
+	}
+	var out []memcg.Field
+	for _, f := range memcg.Report(s.Stat, s.Effective) {
+		if o, ok := own[f.Name]; ok {
+			f = o
+		}
+		out = append(out, f)
+	}
+	return append(out,
+		memcg.Field{Name: "pgoutrun", Value: c.ReclaimRuns, Known: true},
+		memcg.Field{Name: "reclaimed_bytes", Value: c.ReclaimedBytes, Known: true},
+		memcg.Field{Name: "writeout_targeted", Value: c.WriteOuts, Known: true},
+		memcg.Field{Name: "writeout_targeted_bytes", Value: c.WriteOutBytes, Known: true},
+		memcg.Field{Name: "writeout_flush", Value: c.Flushes, Known: true},
+		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true},
+		memcg.Field{Name: "throttle_pauses", Value: c.Pauses, Known: true},
+		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
+	)
+}
+
+// sortStatus orders statuses by cgroup path, parents first.
+func sortStatus(s []Status) {
+	slices.SortFunc(s, func(a, b Status) int { return strings.Compare(string(a.Cgroup), string(b.Cgroup)) })
+}

@@ -1,0 +1,565 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// Watcher is the real kernel's host.Watcher. It arms the kernel's own
+// notifications for each watched memory cgroup and waits for all of them
+// in one goroutine blocked in epoll_wait(2), so that an idle cgroup costs
+// no CPU time at all on cgroup v1, and one read of memory.current per
+// UsagePoll on v2, which has no usage thresholds:
+//
+//	cgroup v1 (watch_v1.go): one eventfd per cgroup carrying a
+//	memory.usage_in_bytes threshold and a memory.pressure_level "low"
+//	registration (cgroup.event_control);
+//	cgroup v2 (watch_v2.go): memory.events.local and a PSI trigger on
+//	memory.pressure, both polled for EPOLLPRI, and memory.current read
+//	every UsagePoll.
+//
+// Reports are coalesced: a cgroup waiting in the queue, or being handed
+// to the receiver, is not queued again, since a receiver observes the
+// cgroup after receiving it and so sees whatever a second report would
+// have announced. A cgroup therefore occupies at most one place in the
+// queue, and reclaim that signals a cgroup hundreds of times a second
+// cannot crowd others out. Only more than WatcherOptions.Queue distinct
+// waiting cgroups drop reports (Dropped counts them).
+//
+// A Watcher is safe for concurrent use.
+type Watcher struct {
+	layout Layout
+	opts   WatcherOptions
+	// pageSize is the unit in which the kernel compares usage with a
+	// threshold.
+	pageSize uint64
+	epfd     int
+	// wakefd is an eventfd in the epoll set that wakes the loop: to stop
+	// it, or to make it recompute its timeout.
+	wakefd int
+
+	out      chan host.Cgroup // unbuffered: a send completes on receipt
+	kick     chan struct{}    // wakes the sender when the queue fills
+	done     chan struct{}    // closed by Close to stop the sender
+	loopDone chan struct{}
+	sendDone chan struct{}
+	dropped  atomic.Uint64
+
+	// mu guards everything below. The loop holds it while it handles a
+	// batch of events, so that a file descriptor is never closed while
+	// the loop reads it.
+	mu      sync.Mutex
+	closed  bool
+	err     error // what stopped the loop, if anything but Close
+	watches map[host.Cgroup]*watched
+	sources map[uint64]*wakeSource // by epoll token
+	token   uint64                 // the last token handed out; 0 is wakefd's
+
+	// queue is a ring of the cgroups reported and not yet received,
+	// oldest at head; queued holds the same cgroups.
+	queue  []host.Cgroup
+	head   int
+	n      int
+	queued map[host.Cgroup]bool
+
+	reader *Reader // reads at arming and on the v1 notification path
+	buf    []byte  // the v2 usage poll's read buffer
+	// polled counts the v2 watches whose usage the loop polls; nextPoll
+	// is when it next does.
+	polled   int
+	nextPoll time.Time
+}
+
+var _ host.Watcher = (*Watcher)(nil)
+
+// Defaults of WatcherOptions.
+const (
+	DefaultWatchQueue = 4096
+	DefaultUsagePoll  = 2 * time.Second
+	DefaultPSIStall   = 50 * time.Millisecond
+	DefaultPSIWindow  = time.Second
+)
+
+// WatcherOptions tunes a Watcher. Zero fields take the defaults.
+type WatcherOptions struct {
+	// Queue bounds how many reported cgroups wait to be received from
+	// Events; default DefaultWatchQueue.
+	Queue int
+	// UsagePoll is how often the Watcher reads memory.current of the v2
+	// cgroups watched with a UsageAbove, since v2 has no usage
+	// thresholds; default DefaultUsagePoll. Unused on v1.
+	UsagePoll time.Duration
+	// PSI is the memory.pressure trigger armed on each v2 cgroup; the zero
+	// value means "some" stall of DefaultPSIStall within DefaultPSIWindow.
+	PSI PSITrigger
+	// NoPSI arms no PSI trigger. On kernels before 6.5, and on later ones
+	// for a process with CAP_SYS_RESOURCE, each cgroup with a trigger gets
+	// its own "psimon" kernel thread (kernel/sched/psi.c,
+	// psi_trigger_create); see docs/watch.md.
+	NoPSI bool
+}
+
+// PSITrigger is a PSI trigger (Documentation/accounting/psi.rst): report
+// the cgroup when its tasks were stalled on memory for Stall in total
+// within a moving Window.
+type PSITrigger struct {
+	// Full counts only the time when all of the cgroup's non-idle tasks
+	// were stalled at once; otherwise any stalled task counts ("some").
+	Full bool
+	// Stall is the stall time that fires the trigger, at most Window.
+	Stall time.Duration
+	// Window is the moving window, 500 ms to 10 s. Without
+	// CAP_SYS_RESOURCE, Linux 6.5 and later accept only whole multiples
+	// of 2 s.
+	Window time.Duration
+}
+
+// Limits of a PSI trigger's window (kernel/sched/psi.c, WINDOW_MIN_US and
+// WINDOW_MAX_US).
+const (
+	minPSIWindow = 500 * time.Millisecond
+	maxPSIWindow = 10 * time.Second
+)
+
+// String returns the trigger as written to memory.pressure:
+// "some|full <stall µs> <window µs>".
+func (p PSITrigger) String() string {
+	kind := "some"
+	if p.Full {
+		kind = "full"
+	}
+	return fmt.Sprintf("%s %d %d", kind, p.Stall.Microseconds(), p.Window.Microseconds())
+}
+
+func (p PSITrigger) validate() error {
+	switch {
+	case p.Window < minPSIWindow || p.Window > maxPSIWindow || p.Window%time.Microsecond != 0:
+		return fmt.Errorf("PSI.Window %v: want %v to %v in whole microseconds", p.Window, minPSIWindow, maxPSIWindow)
+	case p.Stall <= 0 || p.Stall > p.Window || p.Stall%time.Microsecond != 0:
+		return fmt.Errorf("PSI.Stall %v: want more than 0 and at most PSI.Window (%v), in whole microseconds", p.Stall, p.Window)
+	}
+	return nil
+}
+
+// withDefaults fills in the zero fields and checks the rest.
+func (o WatcherOptions) withDefaults() (WatcherOptions, error) {
+	switch {
+	case o.Queue < 0:
+		return o, fmt.Errorf("watcher options: Queue %d: want 0 (default %d) or more", o.Queue, DefaultWatchQueue)
+	case o.Queue == 0:
+		o.Queue = DefaultWatchQueue
+	}
+	switch {
+	case o.UsagePoll < 0:
+		return o, fmt.Errorf("watcher options: UsagePoll %v: want 0 (default %v) or more", o.UsagePoll, DefaultUsagePoll)
+	case o.UsagePoll == 0:
+		o.UsagePoll = DefaultUsagePoll
+	}
+	if o.PSI == (PSITrigger{}) {
+		o.PSI = PSITrigger{Stall: DefaultPSIStall, Window: DefaultPSIWindow}
+	}
+	if !o.NoPSI {
+		if err := o.PSI.validate(); err != nil {
+			return o, fmt.Errorf("watcher options: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// watched is the watch of one cgroup: the kernel objects armed for it.
+// A file descriptor field is -1 when not open.
+type watched struct {
+	cg   host.Cgroup
+	wake host.Wake
+
+	// v1: the eventfd of both registrations, and the failcnt seen last.
+	efd     int
+	failcnt uint64
+
+	// v2: memory.events.local, memory.pressure with the trigger, and
+	// memory.current when polled; above tells whether the last poll found
+	// usage above the threshold.
+	events, psi, current int
+	above                bool
+
+	tokens [2]uint64 // the epoll tokens of this watch's sources
+}
+
+// sourceKind says what a file descriptor in the epoll set is.
+type sourceKind int
+
+const (
+	sourceV1Event  sourceKind = iota // v1 eventfd: threshold or vmpressure or removal
+	sourceV2Events                   // v2 memory.events.local changed
+	sourceV2PSI                      // v2 PSI trigger fired, or its cgroup was removed
+)
+
+// wakeSource is one file descriptor in the epoll set.
+type wakeSource struct {
+	w    *watched
+	kind sourceKind
+	fd   int
+}
+
+// NewWatcher returns a Watcher of the memory cgroups of l, with its epoll
+// goroutine running.
+func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("new watcher: epoll_create1: %w", err)
+	}
+	wakefd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("new watcher: eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN}); err != nil {
+		unix.Close(wakefd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("new watcher: epoll_ctl: %w", err)
+	}
+	w := &Watcher{
+		layout:   l,
+		opts:     opts,
+		pageSize: uint64(unix.Getpagesize()),
+		epfd:     epfd,
+		wakefd:   wakefd,
+		out:      make(chan host.Cgroup),
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+		sendDone: make(chan struct{}),
+		watches:  make(map[host.Cgroup]*watched),
+		sources:  make(map[uint64]*wakeSource),
+		queue:    make([]host.Cgroup, opts.Queue),
+		queued:   make(map[host.Cgroup]bool),
+		reader:   NewReader(l),
+		buf:      make([]byte, 4096),
+	}
+	go w.loop()
+	go w.send()
+	return w, nil
+}
+
+// errWatcherClosed is returned by Watch after Close.
+var errWatcherClosed = errors.New("watcher closed")
+
+// Watch starts watching cg, or replaces the Wake of a watched cg. The
+// cgroup is reported when its usage crosses w.UsageAbove upwards after
+// this call (one already above is not reported until it has fallen below
+// and risen again, as the kernel's thresholds behave; usage is compared
+// in pages, as the kernel does), when reclaim runs against its own limit,
+// and on v2 when memory.events.local changes or the PSI trigger fires.
+// A cgroup removed while watched is reported once and its watch dropped.
+// If cg does not exist the error wraps host.ErrVanished.
+func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("watch %s: %w", cg, errWatcherClosed)
+	}
+	wt := w.watches[cg]
+	if wt == nil {
+		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, psi: -1, current: -1}
+		var err error
+		if w.layout.Memory.Version == V2 {
+			err = w.armV2(wt, wake)
+		} else {
+			err = w.armV1(wt, wake)
+		}
+		if err != nil {
+			w.disarm(wt)
+			return err
+		}
+		w.watches[cg] = wt
+		return nil
+	}
+	if wt.wake == wake {
+		return nil
+	}
+	var err error
+	if w.layout.Memory.Version == V2 {
+		err = w.rearmV2(wt, wake)
+	} else {
+		err = w.armV1(wt, wake)
+	}
+	if errors.Is(err, host.ErrVanished) {
+		w.drop(wt)
+	}
+	return err
+}
+
+// Unwatch stops watching cg and closes the file descriptors its watch
+// held. A report of cg already queued stays queued.
+func (w *Watcher) Unwatch(cg host.Cgroup) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt := w.watches[cg]; wt != nil {
+		w.drop(wt)
+	}
+}
+
+// Events delivers the reported cgroups. It is closed by Close.
+func (w *Watcher) Events() <-chan host.Cgroup { return w.out }
+
+// Dropped returns how many reports were dropped because Queue cgroups
+// were already waiting to be received.
+func (w *Watcher) Dropped() uint64 { return w.dropped.Load() }
+
+// Len returns how many cgroups are watched.
+func (w *Watcher) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.watches)
+}
+
+// Close stops every watch, closes its file descriptors and the Events
+// channel. It returns the error that stopped the epoll loop early, if one
+// did.
+func (w *Watcher) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	w.wakeLoop()
+	<-w.loopDone
+
+	w.mu.Lock()
+	for _, wt := range w.watches {
+		w.drop(wt)
+	}
+	err := w.err
+	w.mu.Unlock()
+	close(w.done)
+	<-w.sendDone
+	unix.Close(w.wakefd)
+	unix.Close(w.epfd)
+	return err
+}
+
+// wakeLoop makes the loop return from epoll_wait.
+func (w *Watcher) wakeLoop() {
+	one := [8]byte{1} // a native-endian uint64 1 on little-endian hosts; any non-zero value wakes
+	_, _ = unix.Write(w.wakefd, one[:])
+}
+
+// maxEpollEvents is how many events one epoll_wait returns at most; more
+// wait for the next call.
+const maxEpollEvents = 256
+
+// loop waits for the kernel's notifications and, on v2, polls usage when
+// it is time. It is the only goroutine blocked in the kernel for the
+// Watcher.
+func (w *Watcher) loop() {
+	defer close(w.loopDone)
+	events := make([]unix.EpollEvent, maxEpollEvents)
+	for {
+		w.mu.Lock()
+		timeout := w.timeout(time.Now())
+		w.mu.Unlock()
+		n, err := unix.EpollWait(w.epfd, events, timeout)
+		if err == unix.EINTR {
+			continue
+		}
+		w.mu.Lock()
+		if err != nil {
+			w.err = fmt.Errorf("watcher: epoll_wait: %w", err)
+			w.mu.Unlock()
+			return
+		}
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		for _, ev := range events[:n] {
+			w.handle(ev)
+		}
+		if w.polled > 0 {
+			if now := time.Now(); !now.Before(w.nextPoll) {
+				w.pollUsage()
+				w.nextPoll = now.Add(w.opts.UsagePoll)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// timeout returns epoll_wait's timeout in milliseconds: until the next
+// usage poll, or -1 (none) when there is nothing to poll.
+func (w *Watcher) timeout(now time.Time) int {
+	if w.polled == 0 {
+		return -1
+	}
+	d := w.nextPoll.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// handle acts on one epoll event.
+func (w *Watcher) handle(ev unix.EpollEvent) {
+	token := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+	if token == 0 {
+		var b [8]byte
+		_, _ = unix.Read(w.wakefd, b[:]) // reset the counter
+		return
+	}
+	src := w.sources[token]
+	if src == nil {
+		return // its watch was dropped earlier in this batch
+	}
+	switch src.kind {
+	case sourceV1Event:
+		w.handleV1(src.w)
+	case sourceV2Events:
+		w.handleV2Events(src.w)
+	case sourceV2PSI:
+		w.handleV2PSI(src.w, ev.Events)
+	}
+}
+
+// add puts fd in the epoll set for events, as a source of kind for wt,
+// and returns its token.
+func (w *Watcher) add(wt *watched, kind sourceKind, fd int, events uint32) (uint64, error) {
+	w.token++
+	t := w.token
+	ev := unix.EpollEvent{Events: events, Fd: int32(uint32(t)), Pad: int32(uint32(t >> 32))}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return 0, fmt.Errorf("watch %s: epoll_ctl: %w", wt.cg, err)
+	}
+	w.sources[t] = &wakeSource{w: wt, kind: kind, fd: fd}
+	return t, nil
+}
+
+// remove takes the source of token out of the epoll set and closes its
+// file descriptor.
+func (w *Watcher) remove(token uint64) {
+	src := w.sources[token]
+	if src == nil {
+		return
+	}
+	delete(w.sources, token)
+	// Closing the last reference to a file removes it from the epoll set.
+	unix.Close(src.fd)
+}
+
+// drop ends the watch of wt.
+func (w *Watcher) drop(wt *watched) {
+	w.disarm(wt)
+	if w.watches[wt.cg] == wt {
+		delete(w.watches, wt.cg)
+	}
+}
+
+// disarm closes every file descriptor of wt.
+func (w *Watcher) disarm(wt *watched) {
+	for i, t := range wt.tokens {
+		if t != 0 {
+			w.remove(t)
+			wt.tokens[i] = 0
+		}
+	}
+	wt.efd, wt.events, wt.psi = -1, -1, -1
+	if wt.current >= 0 {
+		unix.Close(wt.current)
+		wt.current = -1
+		w.polled--
+	}
+}
+
+// report queues cg for Events unless it is queued already.
+func (w *Watcher) report(cg host.Cgroup) {
+	if w.queued[cg] {
+		return
+	}
+	if w.n == len(w.queue) {
+		w.dropped.Add(1)
+		return
+	}
+	w.queue[(w.head+w.n)%len(w.queue)] = cg
+	w.n++
+	w.queued[cg] = true
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// send hands the queued cgroups to the receiver, oldest first. A cgroup
+// leaves the queue, and may be queued again, only once received.
+func (w *Watcher) send() {
+	defer close(w.sendDone)
+	defer close(w.out)
+	for {
+		w.mu.Lock()
+		if w.n == 0 {
+			w.mu.Unlock()
+			select {
+			case <-w.kick:
+				continue
+			case <-w.done:
+				return
+			}
+		}
+		cg := w.queue[w.head]
+		w.mu.Unlock()
+		select {
+		case w.out <- cg:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		w.queue[w.head] = ""
+		w.head = (w.head + 1) % len(w.queue)
+		w.n--
+		delete(w.queued, cg)
+		w.mu.Unlock()
+	}
+}
+
+// over reports whether usage has reached the threshold as the kernel
+// compares them: in whole pages (mm/memcontrol-v1.c,
+// __mem_cgroup_threshold, on page_counter_memparse's page count).
+func (w *Watcher) over(usage, threshold uint64) bool {
+	return threshold != memcg.NoLimit && usage/w.pageSize >= threshold/w.pageSize
+}
+
+// RaiseFileLimit raises the soft limit on open files (RLIMIT_NOFILE) to
+// the hard limit and returns the soft limit in force. A watch holds one
+// file descriptor on cgroup v1 and up to three on v2.
+//
+// Go programs rarely need it: since Go 1.19 the syscall package raises the
+// soft limit to one below the hard limit at start (and restores the
+// original for the processes it starts). RaiseFileLimit leaves that alone,
+// so the restoring keeps working, and only raises a soft limit lowered
+// since. It cannot raise the hard limit, which takes CAP_SYS_RESOURCE.
+func RaiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("getrlimit RLIMIT_NOFILE: %w", err)
+	}
+	if lim.Max == unix.RLIM_INFINITY || lim.Cur+1 >= lim.Max {
+		return lim.Cur, nil
+	}
+	lim.Cur = lim.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("setrlimit RLIMIT_NOFILE to %d: %w", lim.Cur, err)
+	}
+	return lim.Cur, nil
+}

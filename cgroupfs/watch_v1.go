@@ -1,0 +1,144 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// On cgroup v1 a watch is one eventfd with two registrations made through
+// the cgroup's cgroup.event_control, "<eventfd> <fd of the file> <args>"
+// (Documentation/admin-guide/cgroup-v1/memory.rst sections 9 and 11;
+// mm/memcontrol-v1.c, memcg_write_event_control):
+//
+//   - a threshold on memory.usage_in_bytes at Wake.UsageAbove, which
+//     signals the eventfd whenever usage crosses it, in either direction
+//     (mem_cgroup_usage_register_event, __mem_cgroup_threshold; checked
+//     every 128 page charges or uncharges per CPU, memcg1_check_events);
+//   - memory.pressure_level "low,local", which signals it each time
+//     reclaim targeted at this cgroup has scanned another 512 pages
+//     (mm/vmpressure.c, vmpressure, vmpressure_win). "low" is the lowest
+//     level, so any reclaim counts. "local" keeps out the events of
+//     reclaim targeted at descendants: the kernel's default mode,
+//     "default" (no passthrough, not "hierarchy" as often said), would
+//     also pass up those of unwatched descendants, which this watch
+//     could not tell apart from its own (vmpressure_event).
+//
+// Sharing one eventfd halves the file descriptors a watch holds, so that
+// 10,000 watches fit the common hard limit of 20,000 open files. The
+// cost is that a signal does not say which registration fired; the
+// Watcher reads the cgroup's usage and failcnt to tell:
+//
+//   - usage at or above the threshold: a crossing upwards (or reclaim
+//     while above it); reported;
+//   - failcnt changed: a charge hit the limit and limit reclaim ran
+//     (mm/page_counter.c, page_counter_try_charge counts the failure;
+//     try_charge_memcg then reclaims); reported;
+//   - neither: a crossing downwards; not reported. So is reclaim that
+//     lowering the limit caused, which the agent itself does.
+//
+// Moving the threshold arms a new eventfd before closing the old one, so
+// that no crossing falls between the two. Closing an eventfd unregisters
+// both of its events (memcg_event_wake on EPOLLHUP, memcg_event_remove).
+// When the cgroup is removed, the kernel unregisters its events and
+// signals each eventfd once (memcg1_css_offline, memcg_event_remove);
+// the read of usage then fails with ENOENT, and the watch is reported
+// and dropped. Nothing signals the eventfd again, so a removed cgroup
+// cannot make the loop spin.
+
+// armV1 arms (or re-arms, moving the threshold) the watch of wt.
+func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
+	dir := w.layout.Memory.Dir(wt.cg)
+	if dir == "" {
+		return fmt.Errorf("watch %s: outside the mounted subtree %s of %s", wt.cg, w.layout.Memory.Root, w.layout.Memory.Mount)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("watch %s: eventfd: %w", wt.cg, err)
+	}
+	if err := registerV1(dir, efd, wake); err != nil {
+		unix.Close(efd)
+		if isVanished(err) {
+			return fmt.Errorf("watch %s: %w: %w", wt.cg, host.ErrVanished, err)
+		}
+		return fmt.Errorf("watch %s: %w", wt.cg, err)
+	}
+	failcnt, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
+	if err != nil {
+		unix.Close(efd)
+		return fmt.Errorf("watch: %w", err)
+	}
+	token, err := w.add(wt, sourceV1Event, efd, unix.EPOLLIN)
+	if err != nil {
+		unix.Close(efd)
+		return err
+	}
+	if old := wt.tokens[0]; old != 0 {
+		w.remove(old)
+	}
+	wt.tokens[0], wt.efd, wt.failcnt, wt.wake = token, efd, failcnt, wake
+	return nil
+}
+
+// registerV1 registers the eventfd efd for the usage threshold of wake, if
+// it has one, and for vmpressure, in the v1 memory cgroup at dir.
+func registerV1(dir string, efd int, wake host.Wake) error {
+	p := filepath.Join(dir, "cgroup.event_control")
+	ctl, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	defer unix.Close(ctl)
+	if wake.UsageAbove != memcg.NoLimit {
+		if err := registerV1Event(ctl, efd, dir, "memory.usage_in_bytes", strconv.FormatUint(wake.UsageAbove, 10)); err != nil {
+			return err
+		}
+	}
+	return registerV1Event(ctl, efd, dir, "memory.pressure_level", "low,local")
+}
+
+// registerV1Event writes one registration to cgroup.event_control (ctl).
+// The kernel needs the watched file open only during the write.
+func registerV1Event(ctl, efd int, dir, file, args string) error {
+	p := filepath.Join(dir, file)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	line := strconv.Itoa(efd) + " " + strconv.Itoa(fd) + " " + args
+	if _, err := unix.Write(ctl, []byte(line)); err != nil {
+		return fmt.Errorf("write %q to %s/cgroup.event_control: %w", line, dir, err)
+	}
+	return nil
+}
+
+// handleV1 acts on a signal of wt's eventfd.
+func (w *Watcher) handleV1(wt *watched) {
+	var b [8]byte
+	_, _ = unix.Read(wt.efd, b[:]) // reset the counter; EAGAIN if already read
+	usage, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
+	if err == nil {
+		var failcnt uint64
+		failcnt, err = w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
+		if err == nil {
+			if w.over(usage, wt.wake.UsageAbove) || failcnt != wt.failcnt {
+				w.report(wt.cg)
+			}
+			wt.failcnt = failcnt
+			return
+		}
+	}
+	// The cgroup is gone, or unreadable: either way the agent must look
+	// at it, and a vanished cgroup's watch is released here.
+	w.report(wt.cg)
+	if errors.Is(err, host.ErrVanished) {
+		w.drop(wt)
+	}
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memcgd/memcgd/agent"
+	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/control"
+	"github.com/memcgd/memcgd/metrics"
+)
+
+// runFlags are `memcgd run`'s own flags.
+type runFlags struct {
+	journal, overrides, socket, listen string
+	allowNonLoopback                   bool
+	workers                            int
+	activeInterval, scanInterval       time.Duration
+	logLevel                           string
+}
+
+func newRunCmd(g *globalFlags) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: dirty limits, background reclaim and writeback-first for every managed cgroup",
+		Long: `Run the memcgd daemon. It manages the cgroups the config selects (with no
+--config, the embedded default policy: every cgroup with a memory limit), wakes on
+their events, and for each: writes out its files past dirty_background, throttles
+its writers (freezing it for at most 200 ms at a time) past the freerun ceiling
+below dirty_thresh, reclaims in the background from low_wmark to high_wmark, and
+when reclaim meets dirty pages writes back the cgroup's own files first.
+
+Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
+and undone on SIGTERM and at the next start. SIGHUP reloads the config; a bad
+config is refused and the running one kept.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), g, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.journal, "journal", "/var/lib/memcgd/journal", "undo journal of stateful changes")
+	fl.StringVar(&f.overrides, "overrides", "/var/lib/memcgd/overrides.json", "where `memcgd set` overrides persist")
+	fl.StringVar(&f.socket, "socket", control.DefaultSocket, "root-only control socket")
+	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint address (loopback unless --allow-non-loopback); empty disables it")
+	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
+	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
+	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "step interval of a cgroup over a threshold")
+	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func run(ctx context.Context, g *globalFlags, f *runFlags) error {
+	if err := requireRoot("memcgd run"); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	l, err := cgroupfs.Discover(g.procRoot)
+	if err != nil {
+		return err
+	}
+	j, err := cgroupfs.OpenJournal(f.journal, l)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	// Undo whatever a previous run left behind before doing anything.
+	undone, err := j.Recover(ctx)
+	for _, c := range undone {
+		log.Warn("undid a change left by a previous run", "change", c.String())
+	}
+	if err != nil {
+		return fmt.Errorf("recover journal: %w", err)
+	}
+	ov, err := agent.LoadOverrides(f.overrides)
+	if err != nil {
+		return err
+	}
+	w, err := cgroupfs.NewWatcher(l, cgroupfs.WatcherOptions{})
+	if err != nil {
+		return err
+	}
+	fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, j)
+	a, err := agent.New(agent.Options{
+		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log,
+		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// A server that fails stops the daemon, which then undoes its changes.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+
+	ln, err := control.Listen(f.socket)
+	if err != nil {
+		return err
+	}
+	srv := &control.Server{Backend: a, Log: log}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil {
+			fail(fmt.Errorf("control socket: %w", err))
+		}
+	}()
+	if f.listen != "" {
+		reg, err := metrics.NewRegistry(func() []agent.Status { s, _ := a.Status(""); return s })
+		if err != nil {
+			return err
+		}
+		mln, err := metrics.Listen(f.listen, f.allowNonLoopback)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := metrics.Serve(ctx, mln, metrics.Handler(reg, log)); err != nil && ctx.Err() == nil {
+				fail(fmt.Errorf("metrics endpoint: %w", err))
+			}
+		}()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			next, err := g.loadConfig()
+			if err != nil {
+				log.Error("config reload refused; keeping the running config", "err", err)
+				continue
+			}
+			a.Reload(next)
+			log.Info("config reloaded", "config", g.configPath)
+		}
+	}()
+
+	log.Info("memcgd running", "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
+		"under", cfg.Under, "metrics", f.listen, "socket", f.socket)
+	runErr := a.Run(ctx)
+	// Run has ended every pause; undo anything still journalled (a squeeze
+	// interrupted by the signal) so that nothing the daemon changed remains.
+	undone, err = j.Recover(context.Background())
+	for _, c := range undone {
+		log.Info("undid at exit", "change", c.String())
+	}
+	if err != nil {
+		return errors.Join(runErr, fmt.Errorf("undo at exit: %w", err))
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return errors.Join(runErr, cause)
+	}
+	log.Info("memcgd stopped")
+	return runErr
+}

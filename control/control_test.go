@@ -1,0 +1,393 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/agent"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// fakeBackend manages /a and /a/b, with real agent.Overrides held in
+// memory over the default knobs.
+type fakeBackend struct {
+	overrides *agent.Overrides
+	stats     map[host.Cgroup]memcg.Stat
+}
+
+func newFakeBackend(t testing.TB) *fakeBackend {
+	o, err := agent.LoadOverrides("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeBackend{overrides: o, stats: map[host.Cgroup]memcg.Stat{
+		"/a":   {Usage: 300 << 20, Limit: 500 << 20, File: 200 << 20, Dirty: 10 << 20},
+		"/a/b": {Usage: 100 << 20, Limit: 200 << 20, File: 50 << 20, Dirty: 1 << 20, Counters: memcg.Counters{HasFailcnt: true, Failcnt: 7}},
+	}}
+}
+
+func (b *fakeBackend) managed(cg host.Cgroup) error {
+	if _, ok := b.stats[cg]; !ok {
+		return fmt.Errorf("cgroup %s: not managed", cg)
+	}
+	return nil
+}
+
+func (b *fakeBackend) Set(cg host.Cgroup, knobs map[string]string) error {
+	if err := b.managed(cg); err != nil {
+		return err
+	}
+	return b.overrides.Set(cg, knobs)
+}
+
+func (b *fakeBackend) Get(cg host.Cgroup) (GetResult, error) {
+	if err := b.managed(cg); err != nil {
+		return GetResult{}, err
+	}
+	return agent.NewSettings(cg, b.effective(cg), b.overrides.Get(cg)), nil
+}
+
+func (b *fakeBackend) effective(cg host.Cgroup) memcg.Effective {
+	k := b.overrides.Apply(cg, memcg.DefaultKnobs())
+	return memcg.Resolve([]memcg.Stat{b.stats[cg]}, []memcg.Knobs{k})
+}
+
+func (b *fakeBackend) Reset(cg host.Cgroup) error {
+	if err := b.managed(cg); err != nil {
+		return err
+	}
+	return b.overrides.Delete(cg)
+}
+
+func (b *fakeBackend) Status(cg host.Cgroup) ([]agent.Status, error) {
+	var out []agent.Status
+	for _, c := range slices.Sorted(func(yield func(host.Cgroup) bool) {
+		for c := range b.stats {
+			if !yield(c) {
+				return
+			}
+		}
+	}) {
+		if cg == "" || cg == c {
+			out = append(out, agent.Status{
+				Cgroup: c, Stat: b.stats[c], Effective: b.effective(c),
+				Counters: agent.Counters{ReclaimedBytes: 8 << 20, ReclaimRuns: 3, WriteOuts: 2, Pauses: 1, Paused: 150 * time.Millisecond},
+			})
+		}
+	}
+	if len(out) == 0 {
+		return nil, b.managed(cg)
+	}
+	return out, nil
+}
+
+// serve starts a server with b on a socket in a new directory and returns
+// the socket's path and the server's log.
+func serve(t testing.TB, b Backend) (string, *syncBuffer) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run", "memcgd", "control.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	s := &Server{Backend: b, Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return path, logs
+}
+
+func dial(t *testing.T, path string) *Client {
+	t.Helper()
+	c, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestRoundTrip(t *testing.T) {
+	b := newFakeBackend(t)
+	path, logs := serve(t, b)
+	c := dial(t, path) // one connection carries every request
+	ctx := context.Background()
+
+	steps := []struct {
+		name      string
+		do        func() (GetResult, error)
+		overrides map[string]string
+	}{
+		{"get before any set", func() (GetResult, error) { return c.Get(ctx, "/a") }, map[string]string{}},
+		{"set dirty_bytes", func() (GetResult, error) { return c.Set(ctx, "/a", map[string]string{"dirty_bytes": "16M"}) },
+			map[string]string{"dirty_bytes": "16777216"}},
+		{"get after set", func() (GetResult, error) { return c.Get(ctx, "/a") }, map[string]string{"dirty_bytes": "16777216"}},
+		{"set the ratio twin", func() (GetResult, error) {
+			return c.Set(ctx, "/a", map[string]string{"dirty_ratio": "30", "min_free_kbytes": "0"})
+		}, map[string]string{"dirty_ratio": "30", "min_free_kbytes": "0"}},
+		{"reset", func() (GetResult, error) { return c.Reset(ctx, "/a") }, map[string]string{}},
+	}
+	for _, s := range steps {
+		got, err := s.do()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		// What the client gets is what the backend holds, thresholds
+		// and watermarks included.
+		want, err := b.Get("/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: client got %+v\nbackend has %+v", s.name, got, want)
+		}
+		if !reflect.DeepEqual(got.Overrides, s.overrides) {
+			t.Errorf("%s: overrides %v, want %v", s.name, got.Overrides, s.overrides)
+		}
+	}
+	if !strings.Contains(logs.String(), "knobs set") || !strings.Contains(logs.String(), "overrides reset") {
+		t.Errorf("changes not logged:\n%s", logs)
+	}
+
+	for _, cg := range []host.Cgroup{"", "/a/b"} {
+		got, err := c.Stat(ctx, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts, err := b.Status(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []Report
+		for _, st := range sts {
+			want = append(want, Report{Cgroup: st.Cgroup, Fields: st.Fields()})
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Stat(%q) = %+v\nwant agent.Status.Fields %+v", cg, got, want)
+		}
+	}
+}
+
+func TestErrorsComeBack(t *testing.T) {
+	path, _ := serve(t, newFakeBackend(t))
+	c := dial(t, path)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		do     func() error
+		knob   *memcg.KnobError // the *memcg.KnobError the client rebuilds, if any
+		errHas []string
+	}{
+		{
+			name: "value out of range",
+			do:   func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_ratio": "200"}); return err },
+			knob: &memcg.KnobError{Knob: "dirty_ratio", Value: "200", Allowed: "an integer percentage from 0 to 100"},
+		},
+		{
+			name: "both halves of a pair",
+			do: func() error {
+				_, err := c.Set(ctx, "/a", map[string]string{"dirty_ratio": "20", "dirty_bytes": "16M"})
+				return err
+			},
+			knob: &memcg.KnobError{Knob: "dirty_bytes", Value: "16M", Allowed: "only one of dirty_ratio and dirty_bytes at a time: setting one zeroes the other"},
+		},
+		{
+			name:   "unknown knob",
+			do:     func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_expire": "1"}); return err },
+			errHas: []string{"dirty_expire", "a knob named one of dirty_ratio"},
+		},
+		{
+			name:   "no knobs",
+			do:     func() error { _, err := c.Set(ctx, "/a", nil); return err },
+			errHas: []string{"knobs: missing"},
+		},
+		{
+			name:   "relative cgroup",
+			do:     func() error { _, err := c.Get(ctx, "a"); return err },
+			errHas: []string{"cgroup", `"a"`, "clean hierarchy path"},
+		},
+		{
+			name:   "get needs a cgroup",
+			do:     func() error { _, err := c.Get(ctx, ""); return err },
+			errHas: []string{"cgroup", `""`},
+		},
+		{
+			name:   "the backend's own error",
+			do:     func() error { _, err := c.Stat(ctx, "/x"); return err },
+			errHas: []string{"cgroup /x: not managed"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.do()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tt.knob != nil {
+				var ke *memcg.KnobError
+				if !errors.As(err, &ke) || *ke != *tt.knob {
+					t.Fatalf("error %v (%T), want the *memcg.KnobError %+v", err, err, tt.knob)
+				}
+				return
+			}
+			for _, s := range tt.errHas {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+		})
+	}
+	// The connection survives refused requests.
+	if _, err := c.Get(ctx, "/a"); err != nil {
+		t.Errorf("get after errors: %v", err)
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	path, _ := serve(t, newFakeBackend(t))
+	tests := []struct {
+		line   string
+		errHas string
+	}{
+		{`{"op":"get","cgroup":"/a"`, "unexpected EOF"},
+		{`not json`, "invalid character"},
+		{`{"op":"get","cgroup":"/a","verbose":true}`, `unknown field "verbose"`},
+		{`{"op":"get","cgroup":"/a"} {"op":"get"}`, "data after the object"},
+		{`{"op":"delete","cgroup":"/a"}`, `op: invalid value "delete": allowed set, get, reset or stat`},
+		{`{"op":"get","cgroup":"/a","knobs":{"dirty_ratio":"1"}}`, `knobs: not allowed with op "get"`},
+		{`{"op":"set","cgroup":"/a","knobs":{"dirty_ratio":15}}`, "cannot unmarshal number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.line, func(t *testing.T) {
+			resp := exchange(t, path, tt.line+"\n")
+			if !strings.Contains(resp.Error, tt.errHas) || resp.Settings != nil {
+				t.Errorf("response %+v, want only an error mentioning %q", resp, tt.errHas)
+			}
+		})
+	}
+}
+
+func TestOversizedRequest(t *testing.T) {
+	path, logs := serve(t, newFakeBackend(t))
+	huge := `{"op":"set","cgroup":"/a","knobs":{"dirty_ratio":"` + strings.Repeat("1", MaxRequestSize) + `"}}` + "\n"
+	resp := exchange(t, path, huge)
+	if want := fmt.Sprintf("longer than %d bytes", MaxRequestSize); !strings.Contains(resp.Error, want) {
+		t.Errorf("response %+v, want an error mentioning %q", resp, want)
+	}
+	if !strings.Contains(logs.String(), "oversized request") {
+		t.Errorf("oversized request not logged:\n%s", logs)
+	}
+}
+
+// exchange writes raw bytes on a new connection and returns the first
+// response.
+func exchange(t *testing.T, path, raw string) response {
+	t.Helper()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The server may stop reading an oversized request and close: write
+	// beside reading, and ignore the broken pipe.
+	go conn.Write([]byte(raw))
+	var resp []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(resp), "\n") {
+		n, err := conn.Read(buf)
+		resp = append(resp, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	line, _, _ := strings.Cut(string(resp), "\n")
+	var r response
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("response %q to %.80q: %v", line, raw, err)
+	}
+	return r
+}
+
+func TestServeStops(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "control.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&Server{Backend: newFakeBackend(t)}).Serve(ctx, ln) }()
+	idle := dial(t, path) // an open connection does not hold up the stop
+	if _, err := idle.Get(context.Background(), "/a"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve after cancel = %v, want nil", err)
+		}
+	case <-time.After(ReadTimeout / 2):
+		t.Fatal("Serve still running after its context was cancelled")
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket file after stop: %v, want it removed", err)
+	}
+	if _, err := Dial(path); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Dial after stop = %v, want ErrNotRunning", err)
+	}
+}
+
+// syncBuffer is a log sink the server's goroutines share with the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// BenchmarkGet is one get round trip on an open connection.
+func BenchmarkGet(b *testing.B) {
+	path, _ := serve(b, newFakeBackend(b))
+	c, err := Dial(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		if _, err := c.Get(context.Background(), "/a"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// Package control is memcgd's control socket: how `memcgd set`, `memcgd get`
+// and `memcgd stat` talk to a running daemon.
+//
+// The socket is a unix stream socket, mode 0600 in a 0700 directory, and the
+// server also checks every peer's credentials (SO_PEERCRED): only root may
+// change or read the daemon's settings. A connection carries
+// newline-delimited JSON requests, each answered by one JSON line:
+//
+//	{"op":"set","cgroup":"/a","knobs":{"dirty_bytes":"16M"}}  -> {"settings":{...}}
+//	{"op":"get","cgroup":"/a"}                                -> {"settings":{...}}
+//	{"op":"reset","cgroup":"/a"}                              -> {"settings":{...}}
+//	{"op":"stat","cgroup":""}                                 -> {"stats":[...]}
+//
+// "reset" drops the cgroup's overrides; "stat" with cgroup "" reports every
+// managed cgroup. A failure is {"error":"..."}, with "invalid" holding the
+// knob, value and what is allowed when a knob was refused. A request is at
+// most MaxRequestSize bytes and must arrive within ReadTimeout.
+package control

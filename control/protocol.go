@@ -1,0 +1,173 @@
+package control
+
+import (
+	"errors"
+	"time"
+
+	"github.com/memcgd/memcgd/agent"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// DefaultSocket is where the daemon listens unless told otherwise.
+const DefaultSocket = "/run/memcgd/control.sock"
+
+// MaxRequestSize bounds one request line; a longer one is refused and the
+// connection closed. Knob settings for one cgroup fit in a few hundred
+// bytes.
+const MaxRequestSize = 64 << 10
+
+// ReadTimeout is how long the server waits for each request, and
+// WriteTimeout how long for each response to be taken.
+const (
+	ReadTimeout  = 5 * time.Second
+	WriteTimeout = 5 * time.Second
+)
+
+// Operations, the "op" of a request.
+const (
+	OpSet   = "set"
+	OpGet   = "get"
+	OpReset = "reset"
+	OpStat  = "stat"
+)
+
+// GetResult is one cgroup's settings as the socket returns them: every knob
+// in force, the overrides among them, and the thresholds and watermarks in
+// bytes. It is agent.Settings, so that the agent can implement Backend
+// without importing this package.
+type GetResult = agent.Settings
+
+// Report is one cgroup's statistics in `memcgd stat` form: the fields of
+// agent.Status.Fields.
+type Report struct {
+	Cgroup host.Cgroup
+	Fields []memcg.Field
+}
+
+// request is one request line.
+type request struct {
+	Op     string            `json:"op"`
+	Cgroup string            `json:"cgroup"`
+	Knobs  map[string]string `json:"knobs,omitempty"`
+}
+
+// response is one response line: Error, or the result of the op.
+type response struct {
+	Error string `json:"error,omitempty"`
+	// Invalid details a refused knob.
+	Invalid  *invalid      `json:"invalid,omitempty"`
+	Settings *wireSettings `json:"settings,omitempty"`
+	Stats    []wireReport  `json:"stats,omitempty"`
+}
+
+type invalid struct {
+	Knob    string `json:"knob"`
+	Value   string `json:"value"`
+	Allowed string `json:"allowed"`
+}
+
+type wireSettings struct {
+	Cgroup     string            `json:"cgroup"`
+	Knobs      map[string]string `json:"knobs"`
+	Overrides  map[string]string `json:"overrides"`
+	Dirty      wireDirty         `json:"dirty"`
+	Watermarks wireWatermarks    `json:"watermarks"`
+}
+
+type wireDirty struct {
+	Background uint64 `json:"background_bytes"`
+	Limit      uint64 `json:"limit_bytes"`
+}
+
+type wireWatermarks struct {
+	Min  uint64 `json:"min_bytes"`
+	Low  uint64 `json:"low_bytes"`
+	High uint64 `json:"high_bytes"`
+}
+
+type wireReport struct {
+	Cgroup string      `json:"cgroup"`
+	Fields []wireField `json:"fields"`
+}
+
+type wireField struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+	Known bool   `json:"known"`
+}
+
+func toWireSettings(s GetResult) *wireSettings {
+	return &wireSettings{
+		Cgroup:     string(s.Cgroup),
+		Knobs:      s.Knobs,
+		Overrides:  s.Overrides,
+		Dirty:      wireDirty{Background: s.Dirty.Background, Limit: s.Dirty.Limit},
+		Watermarks: wireWatermarks{Min: s.Watermarks.Min, Low: s.Watermarks.Low, High: s.Watermarks.High},
+	}
+}
+
+func (w *wireSettings) settings() GetResult {
+	s := GetResult{
+		Cgroup:     host.Cgroup(w.Cgroup),
+		Knobs:      w.Knobs,
+		Overrides:  w.Overrides,
+		Dirty:      memcg.DirtyLimits{Background: w.Dirty.Background, Limit: w.Dirty.Limit},
+		Watermarks: memcg.Watermarks{Min: w.Watermarks.Min, Low: w.Watermarks.Low, High: w.Watermarks.High},
+	}
+	if s.Knobs == nil {
+		s.Knobs = map[string]string{}
+	}
+	if s.Overrides == nil {
+		s.Overrides = map[string]string{}
+	}
+	return s
+}
+
+func toWireReport(st agent.Status) wireReport {
+	r := wireReport{Cgroup: string(st.Cgroup)}
+	for _, f := range st.Fields() {
+		r.Fields = append(r.Fields, wireField{Name: f.Name, Value: f.Value, Known: f.Known})
+	}
+	return r
+}
+
+func (w wireReport) report() Report {
+	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, 0, len(w.Fields))}
+	for _, f := range w.Fields {
+		r.Fields = append(r.Fields, memcg.Field{Name: f.Name, Value: f.Value, Known: f.Known})
+	}
+	return r
+}
+
+// errorResponse carries err, with a refused knob's details apart.
+func errorResponse(err error) response {
+	r := response{Error: err.Error()}
+	var ke *memcg.KnobError
+	if errors.As(err, &ke) {
+		r.Invalid = &invalid{Knob: ke.Knob, Value: ke.Value, Allowed: ke.Allowed}
+	}
+	return r
+}
+
+// err rebuilds the error of a response: a *memcg.KnobError when a knob was
+// refused, so that callers can tell which.
+func (r response) err() error {
+	if r.Invalid != nil {
+		ke := &memcg.KnobError{Knob: r.Invalid.Knob, Value: r.Invalid.Value, Allowed: r.Invalid.Allowed}
+		if ke.Error() == r.Error {
+			return ke
+		}
+		return &remoteError{msg: r.Error, cause: ke}
+	}
+	return &remoteError{msg: r.Error}
+}
+
+// remoteError is an error the daemon sent back.
+type remoteError struct {
+	msg   string
+	cause error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.cause }

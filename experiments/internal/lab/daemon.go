@@ -1,0 +1,289 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/memcgd/memcgd/control"
+	"github.com/memcgd/memcgd/host"
+)
+
+// stopTimeout bounds how long a daemon may take to exit after SIGTERM.
+const stopTimeout = 20 * time.Second
+
+// DaemonOptions say how to run `memcgd run`.
+type DaemonOptions struct {
+	// Bin is the memcgd binary.
+	Bin string
+	// Config is the YAML config. Its manage.under should be the lab's
+	// Root, so that the daemon touches nothing else.
+	Config string
+	// Args are extra flags of `memcgd run`, such as --active-interval.
+	Args []string
+}
+
+// Daemon is a memcgd run as a subprocess, with its journal, overrides and
+// control socket in a directory of its own and its metrics on a free
+// loopback port.
+type Daemon struct {
+	// Socket is its control socket; Listen its metrics address.
+	Socket, Listen string
+	// Log is the file its stderr goes to.
+	Log string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // Wait's, once exited is closed
+}
+
+// StartDaemon starts memcgd and returns once its control socket answers
+// and its metrics endpoint serves. The lab stops it at Close if the
+// caller has not.
+func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
+	dir, err := os.MkdirTemp(l.tmp, "memcgd-")
+	if err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(o.Config), 0o600); err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	listen, err := freeLoopbackPort()
+	if err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	d := &Daemon{
+		Socket: filepath.Join(dir, "control.sock"),
+		Listen: listen,
+		Log:    filepath.Join(dir, "memcgd.log"),
+		exited: make(chan struct{}),
+	}
+	logf, err := os.Create(d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	defer logf.Close()
+	args := append([]string{"--config", cfg, "run",
+		"--journal", filepath.Join(dir, "journal"),
+		"--overrides", filepath.Join(dir, "overrides.json"),
+		"--socket", d.Socket,
+		"--listen", d.Listen,
+	}, o.Args...)
+	d.cmd = exec.Command(o.Bin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.exited)
+	}()
+	l.OnClose(func() error {
+		select {
+		case <-d.exited:
+			return nil
+		default:
+			return d.Stop()
+		}
+	})
+	if err := d.await(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// freeLoopbackPort returns a loopback address whose port was free a
+// moment ago.
+func freeLoopbackPort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// await waits until the daemon answers on its socket and its metrics
+// endpoint, or exits.
+func (d *Daemon) await(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := d.ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("memcgd exited at start: %v\n%s", d.err, d.tail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("memcgd not ready after 30 s: %w\n%s", err, d.tail())
+		}
+	}
+}
+
+func (d *Daemon) ready(ctx context.Context) error {
+	c, err := control.Dial(d.Socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Stat(ctx, ""); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.Listen+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return nil
+}
+
+// Stat returns the daemon's `memcgd stat` fields for cg that it knows,
+// by name: the seeds' counters (kswapd_steal, pgoutrun, ...) and its own
+// (writeout_targeted, writeout_flush, throttle_pauses, ...).
+func (d *Daemon) Stat(ctx context.Context, cg host.Cgroup) (map[string]uint64, error) {
+	c, err := control.Dial(d.Socket)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	reports, err := c.Stat(ctx, cg)
+	if err != nil {
+		return nil, fmt.Errorf("memcgd stat %s: %w", cg, err)
+	}
+	out := map[string]uint64{}
+	for _, r := range reports {
+		if r.Cgroup != cg {
+			continue
+		}
+		for _, f := range r.Fields {
+			if f.Known {
+				out[f.Name] = f.Value
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("memcgd stat %s: no report for the cgroup", cg)
+	}
+	return out, nil
+}
+
+// Await waits until the daemon manages cg (has stepped it at least once),
+// so that a run does not start before the daemon looks at its cgroup.
+func (d *Daemon) Await(ctx context.Context, cg host.Cgroup) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f, err := d.Stat(ctx, cg)
+		if err == nil && f["limit"] != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("memcgd has not observed %s after 30 s: %v", cg, err)
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("memcgd exited: %v\n%s", d.err, d.tail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for the daemon to exit. Anything but a
+// clean exit with status 0 within stopTimeout is an error (after which it
+// is killed).
+func (d *Daemon) Stop() error {
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop memcgd: %w", err)
+	}
+	select {
+	case <-d.exited:
+	case <-time.After(stopTimeout):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		return fmt.Errorf("stop memcgd: still running %v after SIGTERM; killed\n%s", stopTimeout, d.tail())
+	}
+	if d.err != nil {
+		return fmt.Errorf("stop memcgd: %w\n%s", d.err, d.tail())
+	}
+	return nil
+}
+
+// tail returns the end of the daemon's log, for error messages.
+func (d *Daemon) tail() string {
+	b, err := os.ReadFile(d.Log)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "memcgd log (" + d.Log + "):\n" + strings.Join(lines, "\n")
+}
+
+// LogCount counts the daemon's log lines that contain s.
+func (d *Daemon) LogCount(s string) (int, error) {
+	b, err := os.ReadFile(d.Log)
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Count(b, []byte(s)), nil
+}
+
+// CheckUntouched verifies that the cgroups are as the lab left them after
+// a daemon stopped: the limit the lab set (none lowered by a squeeze left
+// behind) and not frozen in either freezer.
+func CheckUntouched(cgs ...*Cgroup) error {
+	var errs []error
+	for _, c := range cgs {
+		b, err := os.ReadFile(filepath.Join(c.Dir, "memory.limit_in_bytes"))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if got := strings.TrimSpace(string(b)); got != strconv.FormatUint(c.limit, 10) {
+			errs = append(errs, fmt.Errorf("%s: memory.limit_in_bytes is %s, want %d as set", c.Path, got, c.limit))
+		}
+		if c.Freezer != "" {
+			b, err := os.ReadFile(filepath.Join(c.Freezer, "freezer.state"))
+			if err != nil {
+				errs = append(errs, err)
+			} else if s := strings.TrimSpace(string(b)); s != "THAWED" {
+				errs = append(errs, fmt.Errorf("%s: freezer.state is %s", c.Freezer, s))
+			}
+		}
+		if c.Unified != "" {
+			b, err := os.ReadFile(filepath.Join(c.Unified, "cgroup.freeze"))
+			if err != nil {
+				errs = append(errs, err)
+			} else if s := strings.TrimSpace(string(b)); s != "0" {
+				errs = append(errs, fmt.Errorf("%s: cgroup.freeze is %s", c.Unified, s))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

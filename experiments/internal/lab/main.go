@@ -1,0 +1,91 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Flags are the flags every experiment has.
+type Flags struct {
+	// Scratch is where the experiment's files go (Options.Scratch).
+	Scratch string
+	// Memcgd is a prebuilt memcgd binary; empty builds ./cmd/memcgd.
+	Memcgd string
+	// DaemonArgs are extra `memcgd run` flags, space-separated.
+	DaemonArgs string
+	// Runs is how many times the experiment repeats.
+	Runs int
+}
+
+// Register defines the flags on fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Scratch, "scratch", "/var/tmp", "directory on a disk (not tmpfs) for the experiment's files")
+	fs.StringVar(&f.Memcgd, "memcgd", "", "prebuilt memcgd binary (default: go build ./cmd/memcgd)")
+	fs.StringVar(&f.DaemonArgs, "daemon-args", "", "extra `memcgd run` flags, space-separated (e.g. \"--active-interval 20ms\")")
+	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance")
+}
+
+// Bench is what an experiment's body gets: the lab, the built binaries and
+// the common flags.
+type Bench struct {
+	*Lab
+	Flags
+	// Memcgd and Writer are the binaries.
+	Memcgd, Writer string
+}
+
+// Daemon starts memcgd with config and the -daemon-args.
+func (b *Bench) Daemon(ctx context.Context, config string) (*Daemon, error) {
+	return b.StartDaemon(ctx, DaemonOptions{Bin: b.Memcgd, Config: config, Args: strings.Fields(b.DaemonArgs)})
+}
+
+// Main runs an experiment named name (its package path, as
+// "./experiments/e1") after flag.Parse: it checks the flags, makes a lab,
+// builds the binaries, prints the command and the machine, runs body, and
+// closes the lab also on an error or SIGINT/SIGTERM. It exits with status
+// 1 if anything failed, cleanup included.
+func Main(name string, f Flags, body func(ctx context.Context, b *Bench) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, name, f, body)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, name string, f Flags, body func(context.Context, *Bench) error) (err error) {
+	if f.Runs < 1 {
+		return fmt.Errorf("-runs: invalid value %d: want 1 or more", f.Runs)
+	}
+	l, err := New(Options{Scratch: f.Scratch})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := l.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+	}()
+	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd}
+	if b.Memcgd == "" {
+		if b.Memcgd, err = l.Build(ctx, "./cmd/memcgd"); err != nil {
+			return err
+		}
+	}
+	if b.Writer, err = l.Build(ctx, "./experiments/writer"); err != nil {
+		return err
+	}
+	desc, err := l.Describe()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("$ go run %s %s\n\n%s\n", name, strings.Join(os.Args[1:], " "), desc)
+	return body(ctx, b)
+}

@@ -1,0 +1,279 @@
+package metrics
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/memcgd/memcgd/agent"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from the current output")
+
+const gib = 1 << 30
+
+// snapshot is two cgroups as the daemon would report them: one on a v1
+// memory controller without a limit of its own (failcnt and pgpgin/out,
+// PSI from the unified hierarchy), one on v2 under memory.high (reclaim
+// counters and memory.events), with dirty_bytes overridden.
+func snapshot(t testing.TB) []agent.Status {
+	t.Helper()
+	root := memcg.Stat{Usage: 8 * gib, Limit: 24 * gib, Max: 24 * gib, High: memcg.NoLimit, File: 5 * gib}
+
+	v1 := memcg.Stat{
+		Usage: 300 << 20, Limit: memcg.NoLimit, Max: memcg.NoLimit, High: memcg.NoLimit,
+		File: 200 << 20, Anon: 100 << 20, Dirty: 12 << 20, Writeback: 1 << 20,
+		Counters: memcg.Counters{HasPgpg: true, Pgpgin: 100000, Pgpgout: 50000, HasFailcnt: true, Failcnt: 3},
+		Pressure: memcg.Pressure{Has: true, SomeTotal: 1234567, FullTotal: 234567, SomeAvg10: 0.5},
+	}
+	v1Knobs := memcg.DefaultKnobs()
+
+	parent := memcg.Stat{Usage: 2 * gib, Limit: 4 * gib, Max: 4 * gib, High: memcg.NoLimit, File: 1 * gib}
+	v2 := memcg.Stat{
+		Usage: 700 << 20, Limit: 768 << 20, Max: 1 * gib, High: 768 << 20,
+		File: 500 << 20, Anon: 200 << 20, Dirty: 20 << 20, Writeback: 4 << 20,
+		Counters: memcg.Counters{
+			HasReclaim: true, PgscanKswapd: 0, PgscanDirect: 40960, PgstealKswapd: 0, PgstealDirect: 30720, Pgrefill: 1000,
+			HasEvents: true, EventsLow: 0, EventsHigh: 17, EventsMax: 2, EventsOOM: 1, EventsOOMKill: 1,
+			HasWritten: true, WrittenBytes: 1 * gib,
+		},
+		Pressure: memcg.Pressure{Has: true, SomeTotal: 4500000, FullTotal: 2000000},
+	}
+	v2Knobs := memcg.DefaultKnobs()
+	if err := v2Knobs.Apply(map[string]string{"dirty_bytes": "16M", "dirty_background_bytes": "8M"}); err != nil {
+		t.Fatal(err)
+	}
+	observed := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	return []agent.Status{
+		{
+			Cgroup: "/system.slice/app.service", Observed: observed, Stat: v1,
+			Effective: memcg.Resolve([]memcg.Stat{root, v1}, []memcg.Knobs{memcg.DefaultKnobs(), v1Knobs}),
+			Counters:  agent.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
+		},
+		{
+			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true,
+			Effective: memcg.Resolve([]memcg.Stat{root, parent, v2}, []memcg.Knobs{memcg.DefaultKnobs(), memcg.DefaultKnobs(), v2Knobs}),
+			Counters: agent.Counters{
+				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, WriteOuts: 40, WriteOutBytes: 320 << 20,
+				Flushes: 2, FlushBytes: 1 << 20, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
+			},
+		},
+	}
+}
+
+// scrape returns the /metrics page of a registry over sts.
+func scrape(t *testing.T, sts func() []agent.Status) string {
+	t.Helper()
+	reg, err := NewRegistry(sts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// own drops the Go runtime's and the process's families, which vary from
+// run to run.
+func own(page string) string {
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(page))
+	for sc.Scan() {
+		name := sc.Text()
+		if rest, ok := strings.CutPrefix(name, "# HELP "); ok {
+			name = rest
+		} else if rest, ok := strings.CutPrefix(name, "# TYPE "); ok {
+			name = rest
+		}
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			continue
+		}
+		b.WriteString(sc.Text() + "\n")
+	}
+	return b.String()
+}
+
+func TestMetricsGolden(t *testing.T) {
+	sts := snapshot(t)
+	got := own(scrape(t, func() []agent.Status { return sts }))
+	golden := filepath.Join("testdata", "metrics.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("/metrics differs from %s (go test -update rewrites it):\n%s", golden, lineDiff(string(want), got))
+	}
+}
+
+func TestMetricsLint(t *testing.T) {
+	sts := snapshot(t)
+	page := scrape(t, func() []agent.Status { return sts })
+	problems, err := promlint.New(strings.NewReader(page)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestMetricsAreASnapshot(t *testing.T) {
+	full := snapshot(t)
+	later := snapshot(t)[1:]
+	later[0].Stat.Usage = 710 << 20
+	later[0].Counters.ReclaimRuns = 13
+	scrapes := []struct {
+		name    string
+		sts     []agent.Status
+		present []string
+		absent  []string
+	}{
+		{
+			name: "first scrape",
+			sts:  full,
+			present: []string{
+				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 7.340032e+08`,
+				`memcgd_cgroup_usage_bytes{cgroup="/system.slice/app.service"} 3.145728e+08`,
+			},
+		},
+		{
+			name: "a cgroup gone and new figures: nothing is kept from the last scrape",
+			sts:  later,
+			present: []string{
+				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 7.4448896e+08`,
+				`memcgd_cgroup_reclaim_runs_total{cgroup="/kubepods/burstable/pod-db"} 13`,
+			},
+			absent: []string{`cgroup="/system.slice/app.service"`, "7.340032e+08"},
+		},
+		{
+			name:   "no cgroups",
+			sts:    nil,
+			absent: []string{"memcgd_cgroup_"},
+		},
+	}
+	var current []agent.Status
+	reg, err := NewRegistry(func() []agent.Status { return current })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(reg, nil)
+	for _, s := range scrapes {
+		current = s.sts
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		page := rec.Body.String()
+		for _, want := range s.present {
+			if !strings.Contains(page, want+"\n") {
+				t.Errorf("%s: no line %q", s.name, want)
+			}
+		}
+		for _, not := range s.absent {
+			if strings.Contains(page, not) {
+				t.Errorf("%s: %q present", s.name, not)
+			}
+		}
+	}
+}
+
+func TestUnknownKernelCountersAreAbsent(t *testing.T) {
+	// Each cgroup of the snapshot reports only what its kernel has.
+	page := own(scrape(t, func() []agent.Status { return snapshot(t) }))
+	tests := []struct {
+		cg      host.Cgroup
+		present []string
+		absent  []string
+	}{
+		{
+			cg:      "/system.slice/app.service",
+			present: []string{"memcgd_cgroup_kernel_failcnt_total", "memcgd_cgroup_kernel_pgpg_pages_total", "memcgd_cgroup_memory_stall_seconds_total"},
+			absent:  []string{"memcgd_cgroup_kernel_memory_events_total", "memcgd_cgroup_kernel_pgscan_pages_total", "memcgd_cgroup_kernel_pgsteal_pages_total"},
+		},
+		{
+			cg:      "/kubepods/burstable/pod-db",
+			present: []string{"memcgd_cgroup_kernel_memory_events_total", "memcgd_cgroup_kernel_pgscan_pages_total", "memcgd_cgroup_kernel_pgsteal_pages_total"},
+			absent:  []string{"memcgd_cgroup_kernel_failcnt_total", "memcgd_cgroup_kernel_pgpg_pages_total"},
+		},
+	}
+	for _, tt := range tests {
+		has := func(family string) bool {
+			return strings.Contains(page, family+`{cgroup="`+string(tt.cg)+`"`)
+		}
+		for _, f := range tt.present {
+			if !has(f) {
+				t.Errorf("%s: %s missing", tt.cg, f)
+			}
+		}
+		for _, f := range tt.absent {
+			if has(f) {
+				t.Errorf("%s: %s present, but its kernel does not expose it", tt.cg, f)
+			}
+		}
+	}
+}
+
+// lineDiff lists the lines only in want (-) and only in got (+).
+func lineDiff(want, got string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	w, g := count(want), count(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if g[l] == 0 {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if w[l] == 0 {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkScrape10000 scrapes 10,000 cgroups, the size of seed 004's fio
+// experiment.
+func BenchmarkScrape10000(b *testing.B) {
+	base := snapshot(b)
+	sts := make([]agent.Status, 10000)
+	for i := range sts {
+		sts[i] = base[i%2]
+		sts[i].Cgroup = host.Cgroup(fmt.Sprintf("/fio/cg%05d", i))
+	}
+	reg, err := NewRegistry(func() []agent.Status { return sts })
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := Handler(reg, nil)
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/scrape")
+}

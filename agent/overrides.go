@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memcgd/memcgd/atomicfile"
 	"io"
 	"maps"
 	"os"
@@ -216,50 +217,11 @@ func (o *Overrides) persist(m map[host.Cgroup]map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("save overrides: %w", err)
 	}
-	if err := writeAtomic(o.path, append(b, '\n')); err != nil {
+	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
 		return fmt.Errorf("save overrides: %w", err)
 	}
-	return nil
-}
-
-func writeAtomic(name string, b []byte) (err error) {
-	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes the file 0600 already; say so in case that changes.
-	if err := tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+	if err := atomicfile.Write(o.path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save overrides: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memcgd/memcgd/atomicfile"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -345,14 +346,7 @@ func (j *Journal) compact() error {
 		}
 		buf.Write(append(b, '\n'))
 	}
-	tmp := j.path + ".tmp"
-	if err := writeSynced(tmp, buf.Bytes()); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	if err := os.Rename(tmp, j.path); err != nil {
-		return fmt.Errorf("compact: %w", err)
-	}
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
+	if err := atomicfile.Write(j.path, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
@@ -363,34 +357,6 @@ func (j *Journal) compact() error {
 		j.f.Close()
 	}
 	j.f, j.lines = f, len(ids)
-	return nil
-}
-
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
 	return nil
 }
 

@@ -43,13 +43,15 @@ func NewReader(l Layout) *Reader {
 // on a hybrid host is that of the unified cgroup at the same path, when it
 // exists. If cg is removed meanwhile the error wraps host.ErrVanished.
 //
-// The v2 root cgroup has only memory.stat and memory.pressure of these:
-// the kernel charges no page to the root's page counter (mm/memcontrol.c,
-// try_charge returns early for the root), so it has no usage, limit or
-// events to show (memory_files[]: CFTYPE_NOT_ON_ROOT). For it Observe
-// reports Limit, Max and High as NoLimit, no events, and as Usage the
-// anon + file of its memory.stat: the user pages of the whole machine,
-// which is the kernel's own definition of the root's usage on v1
+// The v2 root cgroup has only memory.stat and memory.pressure of these
+// (memory_files[]: CFTYPE_NOT_ON_ROOT): the root's own pages are never
+// charged (mm/memcontrol.c, try_charge returns early for the root), so its
+// page counter holds only its descendants' charges, and it has no limit
+// or events. For it Observe reports Limit, Max and High as NoLimit, no
+// events, and as Usage the anon + file of its memory.stat: the anonymous
+// and page cache pages of the whole machine, which memory.stat counts for
+// the root as for any cgroup, and the kernel's own definition of the
+// root's usage on v1
 // (mm/memcontrol.c, mm/memcontrol-v1.c in newer kernels: mem_cgroup_usage
 // reads NR_FILE_PAGES + NR_ANON_MAPPED for the root), so that the root
 // reads alike on both versions. Kernel memory is left out, as on v1. On a

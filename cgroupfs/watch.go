@@ -20,8 +20,8 @@ import (
 // UsagePoll on v2, which has no usage thresholds:
 //
 //	cgroup v1 (watch_v1.go): one eventfd per cgroup carrying a
-//	memory.usage_in_bytes threshold and a memory.pressure_level "low"
-//	registration (cgroup.event_control);
+//	memory.usage_in_bytes threshold and a memory.pressure_level
+//	"low,local" registration (cgroup.event_control);
 //	cgroup v2 (watch_v2.go): memory.events.local and a PSI trigger on
 //	memory.pressure, both polled for EPOLLPRI, and memory.current read
 //	every UsagePoll.
@@ -34,6 +34,7 @@ import (
 // cannot crowd others out. Only more than WatcherOptions.Queue distinct
 // waiting cgroups drop reports (Dropped counts them).
 //
+// docs/watch.md gives the choices made and what a watch costs, measured.
 // A Watcher is safe for concurrent use.
 type Watcher struct {
 	layout Layout
@@ -47,7 +48,7 @@ type Watcher struct {
 	wakefd int
 
 	out      chan host.Cgroup // unbuffered: a send completes on receipt
-	kick     chan struct{}    // wakes the sender when the queue fills
+	kick     chan struct{}    // wakes the sender when a cgroup is queued
 	done     chan struct{}    // closed by Close to stop the sender
 	loopDone chan struct{}
 	sendDone chan struct{}
@@ -55,13 +56,17 @@ type Watcher struct {
 
 	// mu guards everything below. The loop holds it while it handles a
 	// batch of events, so that a file descriptor is never closed while
-	// the loop reads it.
+	// the loop reads it. File descriptors are closed after mu is released
+	// (unlock): closing a PSI trigger waits for an RCU grace period and
+	// for its psimon thread to stop (kernel/sched/psi.c,
+	// psi_trigger_destroy), tens of milliseconds.
 	mu      sync.Mutex
 	closed  bool
 	err     error // what stopped the loop, if anything but Close
 	watches map[host.Cgroup]*watched
 	sources map[uint64]*wakeSource // by epoll token
 	token   uint64                 // the last token handed out; 0 is wakefd's
+	closing []int                  // taken out of the epoll set, to close in unlock
 
 	// queue is a ring of the cgroups reported and not yet received,
 	// oldest at head; queued holds the same cgroups.
@@ -184,11 +189,11 @@ type watched struct {
 	efd     int
 	failcnt uint64
 
-	// v2: memory.events.local, memory.pressure with the trigger, and
-	// memory.current when polled; above tells whether the last poll found
-	// usage above the threshold.
-	events, psi, current int
-	above                bool
+	// v2: memory.events.local, and memory.current when polled; above
+	// tells whether the last poll found usage above the threshold. (The
+	// PSI trigger's file is known only as a source.)
+	events, current int
+	above           bool
 
 	tokens [2]uint64 // the epoll tokens of this watch's sources
 }
@@ -266,13 +271,13 @@ var errWatcherClosed = errors.New("watcher closed")
 // If cg does not exist the error wraps host.ErrVanished.
 func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.unlock()
 	if w.closed {
 		return fmt.Errorf("watch %s: %w", cg, errWatcherClosed)
 	}
 	wt := w.watches[cg]
 	if wt == nil {
-		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, psi: -1, current: -1}
+		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, current: -1}
 		var err error
 		if w.layout.Memory.Version == V2 {
 			err = w.armV2(wt, wake)
@@ -305,7 +310,7 @@ func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 // held. A report of cg already queued stays queued.
 func (w *Watcher) Unwatch(cg host.Cgroup) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.unlock()
 	if wt := w.watches[cg]; wt != nil {
 		w.drop(wt)
 	}
@@ -344,7 +349,7 @@ func (w *Watcher) Close() error {
 		w.drop(wt)
 	}
 	err := w.err
-	w.mu.Unlock()
+	w.unlock()
 	close(w.done)
 	<-w.sendDone
 	unix.Close(w.wakefd)
@@ -395,7 +400,7 @@ func (w *Watcher) loop() {
 				w.nextPoll = now.Add(w.opts.UsagePoll)
 			}
 		}
-		w.mu.Unlock()
+		w.unlock()
 	}
 }
 
@@ -447,16 +452,54 @@ func (w *Watcher) add(wt *watched, kind sourceKind, fd int, events uint32) (uint
 	return t, nil
 }
 
-// remove takes the source of token out of the epoll set and closes its
-// file descriptor.
+// remove takes the source of token out of the epoll set, at once, so
+// that the loop never sees it again, and queues its file descriptor for
+// closing.
 func (w *Watcher) remove(token uint64) {
 	src := w.sources[token]
 	if src == nil {
 		return
 	}
 	delete(w.sources, token)
-	// Closing the last reference to a file removes it from the epoll set.
-	unix.Close(src.fd)
+	_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, src.fd, nil)
+	w.closing = append(w.closing, src.fd)
+}
+
+// unlock releases mu, then closes the file descriptors that watches
+// dropped meanwhile left behind.
+func (w *Watcher) unlock() {
+	fds := w.closing
+	w.closing = nil
+	w.mu.Unlock()
+	closeAll(fds)
+}
+
+// closeAll closes fds, many at once when there are many: the grace
+// periods that closing PSI triggers waits for then overlap, and closing
+// 1,000 takes a few grace periods instead of 1,000.
+func closeAll(fds []int) {
+	const perWorker, maxWorkers = 16, 64
+	workers := min(maxWorkers, (len(fds)+perWorker-1)/perWorker)
+	if workers <= 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for fd := range next {
+				unix.Close(fd)
+			}
+		})
+	}
+	for _, fd := range fds {
+		next <- fd
+	}
+	close(next)
+	wg.Wait()
 }
 
 // drop ends the watch of wt.
@@ -475,9 +518,9 @@ func (w *Watcher) disarm(wt *watched) {
 			wt.tokens[i] = 0
 		}
 	}
-	wt.efd, wt.events, wt.psi = -1, -1, -1
+	wt.efd, wt.events = -1, -1
 	if wt.current >= 0 {
-		unix.Close(wt.current)
+		w.closing = append(w.closing, wt.current)
 		wt.current = -1
 		w.polled--
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -256,8 +257,11 @@ func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 				t.Errorf("usage %d MiB -> %d MiB, threshold %d MiB: reported %v, want %v",
 					before/watchMiB, after/watchMiB, (before+tt.above)/watchMiB, r.ok, tt.wantReport)
 			case r.ok:
-				t.Logf("reported %v after the write started (the write took %v)",
-					r.at.Sub(start).Round(time.Millisecond), wrote.Round(time.Millisecond))
+				// At a steady write rate, usage crossed the threshold
+				// this far into the write.
+				crossed := start.Add(time.Duration(float64(wrote) * float64(tt.above) / float64(tt.write)))
+				t.Logf("reported %v after the write started (the write took %v): about %v after the crossing",
+					r.at.Sub(start).Round(time.Millisecond), wrote.Round(time.Millisecond), r.at.Sub(crossed).Round(time.Millisecond))
 			}
 		})
 	}
@@ -371,8 +375,9 @@ func TestWatchReleasesWatchesOfRemovedCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The loop closes a dropped watch's files just after dropping it.
 	deadline := time.Now().Add(reportWithin(l, time.Second))
-	for w.Len() > 0 && time.Now().Before(deadline) {
+	for (w.Len() > 0 || openFiles(t) != base+2) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := w.Len(); n != 0 {
@@ -459,11 +464,12 @@ const watchCreateBudget = 2 * time.Minute
 
 // TestWatchIdleCost measures what watching idle cgroups costs: the file
 // descriptors, the time to arm a watch, the CPU time and resident memory of
-// the whole test process while nothing happens, and on v2 the kernel's
-// psimon threads. It creates the cgroups beneath a test cgroup, as many as
-// -watch.sizes asks, fewer if the limit on open files or the time budget
-// does not allow them, and prints a table. It is heavy, so it runs only
-// when -run names it:
+// the whole test process while nothing happens, the kernel memory, and on
+// v2 the kernel's psimon threads, with PSI triggers (subtest v2-psi) and
+// without (v2-nopsi). It creates the cgroups beneath a test cgroup, as
+// many as -watch.sizes asks, fewer if the limit on open files or the time
+// budget does not allow them, and prints a table. It is heavy, so it runs
+// only when -run names it:
 //
 //	go test ./cgroupfs -run TestWatchIdleCost -v [-watch.sizes 100,1000,10000] [-watch.idle 10s]
 func TestWatchIdleCost(t *testing.T) {
@@ -471,6 +477,15 @@ func TestWatchIdleCost(t *testing.T) {
 		t.Skip("heavy measurement: runs only when -run names TestWatchIdleCost")
 	}
 	l := cgrouptest.Layout(t)
+	if l.Memory.Version == cgroupfs.V1 {
+		t.Run("v1", func(t *testing.T) { watchIdleCost(t, l, cgroupfs.WatcherOptions{}) })
+		return
+	}
+	t.Run("v2-psi", func(t *testing.T) { watchIdleCost(t, l, cgroupfs.WatcherOptions{}) })
+	t.Run("v2-nopsi", func(t *testing.T) { watchIdleCost(t, l, cgroupfs.WatcherOptions{NoPSI: true}) })
+}
+
+func watchIdleCost(t *testing.T, l cgroupfs.Layout, opts cgroupfs.WatcherOptions) {
 	var sizes []int
 	for _, f := range strings.Split(*watchSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -519,12 +534,13 @@ func TestWatchIdleCost(t *testing.T) {
 		arm, cpu, close time.Duration
 		wall            time.Duration
 		rss, kernel     uint64
+		allocs          uint64
 		psimon, reports int
 	}
 	var rows []row
 	measure := func(n int) row {
 		base, kernel0 := openFiles(t), watchKernelMemory(t)
-		w, err := cgroupfs.NewWatcher(l, cgroupfs.WatcherOptions{})
+		w, err := cgroupfs.NewWatcher(l, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,9 +566,13 @@ func TestWatchIdleCost(t *testing.T) {
 		}()
 		time.Sleep(time.Second) // let arming's aftermath settle
 		goruntime.GC()
+		var m0, m1 goruntime.MemStats
+		goruntime.ReadMemStats(&m0)
 		cpu0, wall0 := cpuTime(t), time.Now()
 		time.Sleep(*watchIdle)
 		r.cpu, r.wall = cpuTime(t)-cpu0, time.Since(wall0)
+		goruntime.ReadMemStats(&m1)
+		r.allocs = m1.Mallocs - m0.Mallocs
 		r.rss = watchRSS(t)
 		start = time.Now()
 		if err := w.Close(); err != nil {
@@ -585,20 +605,20 @@ func TestWatchIdleCost(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d cgroups created in %v (%v each), idle %v per row\n",
-		l.Memory.Version, goruntime.NumCPU(), len(cgs), created.Round(time.Millisecond),
-		(created / time.Duration(max(1, len(cgs)))).Round(time.Microsecond), *watchIdle)
-	fmt.Fprintf(&b, "| watches | open fds (the watcher's 2 included) | arm per watch | close | CPU per s | %% of a core | RSS | kernel memory | psimon threads | reports |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "cgroup %s, %d CPUs, PSI triggers %v, %d cgroups created in %v (%v each), idle %v per row\n",
+		l.Memory.Version, goruntime.NumCPU(), l.Memory.Version == cgroupfs.V2 && !opts.NoPSI, len(cgs),
+		created.Round(time.Millisecond), (created / time.Duration(max(1, len(cgs)))).Round(time.Microsecond), *watchIdle)
+	fmt.Fprintf(&b, "| watches | open fds (the watcher's 2 included) | arm per watch | close | CPU per s | %% of a core | heap allocs | RSS | kernel memory (unreclaimable) | psimon threads | reports |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		perSec := time.Duration(float64(r.cpu) / r.wall.Seconds())
 		var arm time.Duration
 		if r.watches > 0 {
 			arm = r.arm / time.Duration(r.watches)
 		}
-		fmt.Fprintf(&b, "| %d | %d | %v | %v | %v | %.3f%% | %.1f MiB | %+.1f MiB | %d | %d |\n",
+		fmt.Fprintf(&b, "| %d | %d | %v | %v | %v | %.3f%% | %d | %.1f MiB | %+.1f MiB | %d | %d |\n",
 			r.watches, r.fds, arm.Round(time.Microsecond), r.close.Round(time.Millisecond),
-			perSec.Round(time.Microsecond), 100*perSec.Seconds(), float64(r.rss)/watchMiB,
+			perSec.Round(time.Microsecond), 100*perSec.Seconds(), r.allocs, float64(r.rss)/watchMiB,
 			float64(int64(r.kernel))/watchMiB, r.psimon, r.reports)
 	}
 	t.Log("\n" + b.String())
@@ -609,11 +629,12 @@ func watchRSS(t testing.TB) uint64 {
 	return watchProcKB(t, "/proc/self/status", "VmRSS:")
 }
 
-// watchKernelMemory is the kernel's slab and kernel stacks, from
-// /proc/meminfo: where eventfds, open files, memcg events and psimon
-// threads live.
+// watchKernelMemory is the kernel's unreclaimable slab and kernel stacks,
+// from /proc/meminfo: where eventfds, open files, memcg events and psimon
+// threads live (the dentries and inodes of the files opened are
+// reclaimable slab, left out).
 func watchKernelMemory(t testing.TB) uint64 {
-	return watchProcKB(t, "/proc/meminfo", "Slab:") + watchProcKB(t, "/proc/meminfo", "KernelStack:")
+	return watchProcKB(t, "/proc/meminfo", "SUnreclaim:") + watchProcKB(t, "/proc/meminfo", "KernelStack:")
 }
 
 // watchProcKB reads the "key   N kB" line of a /proc file, in bytes.
@@ -656,4 +677,34 @@ func watchPsimonThreads(t testing.TB) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkWatchUsageRead measures what the v2 usage poll costs per cgroup:
+// one pread(2) of an open usage file into a reused buffer, and its parse.
+// memory.current (v2) and memory.usage_in_bytes (v1) take the same path in
+// the kernel (a cftype read_u64 of page_counter_read, printed through
+// cgroup_seqfile_show), so a v1 host measures it as well.
+func BenchmarkWatchUsageRead(b *testing.B) {
+	l := cgrouptest.Layout(b)
+	c := cgrouptest.New(b, l, 0)
+	file := "memory.current"
+	if l.Memory.Version == cgroupfs.V1 {
+		file = "memory.usage_in_bytes"
+	}
+	fd, err := unix.Open(filepath.Join(c.Dir, file), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		n, err := unix.Pread(fd, buf, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := format.ParseUint(buf[:n]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -87,7 +87,9 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 }
 
 // registerV1 registers the eventfd efd for the usage threshold of wake, if
-// it has one, and for vmpressure, in the v1 memory cgroup at dir.
+// it has one, and for vmpressure, in the v1 memory cgroup at dir. The
+// kernel has marked memory.pressure_level deprecated (it logs so once);
+// without the file the watch goes on without vmpressure.
 func registerV1(dir string, efd int, wake host.Wake) error {
 	p := filepath.Join(dir, "cgroup.event_control")
 	ctl, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
@@ -100,7 +102,13 @@ func registerV1(dir string, efd int, wake host.Wake) error {
 			return err
 		}
 	}
-	return registerV1Event(ctl, efd, dir, "memory.pressure_level", "low,local")
+	err = registerV1Event(ctl, efd, dir, "memory.pressure_level", "low,local")
+	if errors.Is(err, unix.ENOENT) {
+		if _, ok := existingDir(dir); ok {
+			return nil
+		}
+	}
+	return err
 }
 
 // registerV1Event writes one registration to cgroup.event_control (ctl).

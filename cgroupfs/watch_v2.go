@@ -76,10 +76,6 @@ func (w *Watcher) armV2(wt *watched, wake host.Wake) error {
 			return err
 		}
 	}
-
-	if top {
-		wake.UsageAbove = memcg.NoLimit // no memory.current to poll
-	}
 	return w.rearmV2(wt, wake)
 }
 
@@ -109,10 +105,8 @@ func (w *Watcher) armPSI(wt *watched, dir string) error {
 		}
 		return watchFileError(wt.cg, dir, "memory.pressure", err)
 	}
-	wt.psi = fd
 	if wt.tokens[1], err = w.add(wt, sourceV2PSI, fd, unix.EPOLLPRI); err != nil {
 		unix.Close(fd)
-		wt.psi = -1
 		return err
 	}
 	return nil
@@ -123,11 +117,11 @@ func (w *Watcher) armPSI(wt *watched, dir string) error {
 // read now, so that only a crossing after this call is reported, as on v1.
 func (w *Watcher) rearmV2(wt *watched, wake host.Wake) error {
 	if string(wt.cg) == w.layout.Memory.Root {
-		wake.UsageAbove = memcg.NoLimit
+		wake.UsageAbove = memcg.NoLimit // no memory.current to poll
 	}
 	if wake.UsageAbove == memcg.NoLimit {
 		if wt.current >= 0 {
-			unix.Close(wt.current)
+			w.closing = append(w.closing, wt.current)
 			wt.current = -1
 			w.polled--
 		}

@@ -84,8 +84,9 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 // sample is what one part-1 run measured.
 type sample struct {
 	dirty  lab.Summary
+	frozen float64 // share of samples with the cgroup frozen, %
 	res    lab.WriterResult
-	daemon map[string]uint64
+	daemon lab.DaemonResult
 }
 
 func (e experiment) part1(ctx context.Context, b *lab.Bench, run int) error {
@@ -108,17 +109,19 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int) error {
 		}
 		t := lab.NewCompare("without memcgd", "with memcgd")
 		thresh := float64(e.dirty)
-		t.Text("dirty_thresh in force", "none (v1 has no per-cgroup dirty limit)", memcg.FormatSize(s[1].daemon["dirty_thresh"]))
+		t.Text("dirty_thresh in force", "none (v1 has no per-cgroup dirty limit)", memcg.FormatSize(s[1].daemon.Fields["dirty_thresh"]))
 		t.Num("dirty+writeback max (MiB)", "%.1f", lab.MiB(s[0].dirty.Max), lab.MiB(s[1].dirty.Max))
 		t.Num("dirty+writeback p99 (MiB)", "%.1f", lab.MiB(s[0].dirty.P99), lab.MiB(s[1].dirty.P99))
 		t.Num("dirty+writeback p99 / dirty_bytes", "%.2f", float64(s[0].dirty.P99)/thresh, float64(s[1].dirty.P99)/thresh)
 		t.Num("dirty+writeback mean (MiB)", "%.1f", s[0].dirty.Mean/(1<<20), s[1].dirty.Mean/(1<<20))
 		t.Num("samples", "%.0f", float64(s[0].dirty.N), float64(s[1].dirty.N))
 		t.Num("throughput (MiB/s, write phase)", "%.1f", lab.MiB(uint64(s[0].res.Throughput())), lab.MiB(uint64(s[1].res.Throughput())))
-		t.Num("memcgd targeted write-outs", "%.0f", 0, float64(s[1].daemon["writeout_targeted"]))
-		t.Num("memcgd full flushes", "%.0f", 0, float64(s[1].daemon["writeout_flush"]))
-		t.Num("memcgd throttle pauses", "%.0f", 0, float64(s[1].daemon["throttle_pauses"]))
-		t.Num("memcgd time paused (ms)", "%.0f", 0, float64(s[1].daemon["throttle_paused_us"])/1e3)
+		t.Num("memcgd targeted write-outs", "%.0f", 0, float64(s[1].daemon.Fields["writeout_targeted"]))
+		t.Num("memcgd full flushes", "%.0f", 0, float64(s[1].daemon.Fields["writeout_flush"]))
+		t.Num("memcgd throttle pauses", "%.0f", 0, float64(s[1].daemon.Fields["throttle_pauses"]))
+		t.Num("samples with the writer frozen (%)", "%.1f", s[0].frozen, s[1].frozen)
+		t.Num("memcgd time paused (ms)", "%.0f", 0, float64(s[1].daemon.Fields["throttle_paused_us"])/1e3)
+		t.Num("memcgd CPU, user+sys (s)", "%.2f", 0, (s[1].daemon.Usage.User + s[1].daemon.Usage.Sys).Seconds())
 		fmt.Printf("### Part 1, dirty limit, %s, run %d (%s)\n\n%s\n", mode, run, lab.FirstArm(run), t)
 	}
 	return nil
@@ -138,17 +141,18 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	if err != nil {
 		return s, err
 	}
-	sm := b.Sample(c, e.every, memcg.Stat.DirtyAndWriteback)
+	sm := b.Sample(e.every, c)
 	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: 1 << 20, Rate: rate}
 	s.res, _, err = w.Run(ctx, c)
-	series, serr := sm.Stop()
+	samples, serr := sm.Stop()
 	if err != nil {
 		return s, err
 	}
 	if serr != nil {
 		return s, fmt.Errorf("sample %s: %w", c.Path, serr)
 	}
-	s.dirty = series.Summary()
+	s.dirty = samples.Stats[0].Series(memcg.Stat.DirtyAndWriteback).Summary()
+	s.frozen = samples.FrozenShare(0)
 	if s.daemon, err = b.EndArm(ctx, d, c); err != nil {
 		return s, err
 	}
@@ -180,10 +184,10 @@ func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
 			if err != nil {
 				return err
 			}
-			sm := b.Sample(c, e.every, memcg.Stat.DirtyAndWriteback)
+			sm := b.Sample(e.every, c)
 			w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.bwSize), Chunk: uint64(e.bwChunk), Fsync: true}
 			res, use, err := w.Run(ctx, c)
-			series, serr := sm.Stop()
+			samples, serr := sm.Stop()
 			if err != nil {
 				return err
 			}
@@ -207,7 +211,7 @@ func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
 			}
 			t.Add(where, state, fmt.Sprintf("%.1f", lab.MiB(uint64(res.Throughput()))),
 				fmt.Sprintf("%.1f", lab.MiB(uint64(res.DiskThroughput()))),
-				fmt.Sprintf("%.1f", lab.MiB(series.Summary().Max)), fmt.Sprintf("%.2f", use.Wall.Seconds()))
+				fmt.Sprintf("%.1f", lab.MiB(samples.Stats[0].Series(memcg.Stat.DirtyAndWriteback).Summary().Max)), fmt.Sprintf("%.2f", use.Wall.Seconds()))
 		}
 	}
 	fmt.Printf("### Part 2, bandwidth, %s in %s writes then fsync, run %d\n\n%s\n", e.bwSize.String(), e.bwChunk.String(), run, t.String())

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // An experiment compares two arms, without and with memcgd, on the same
@@ -37,25 +38,41 @@ func (b *Bench) StartArm(ctx context.Context, with bool, config string, c *Cgrou
 	if err != nil {
 		return nil, err
 	}
-	return d, d.Await(ctx, c.Path)
+	if err := d.Await(ctx, c.Path); err != nil {
+		return nil, err
+	}
+	d.startup = time.Since(d.started)
+	return d, nil
+}
+
+// DaemonResult is what a daemon reported and used in one arm.
+type DaemonResult struct {
+	// Fields are its `memcgd stat` fields for the arm's cgroup; nil
+	// without a daemon.
+	Fields map[string]uint64
+	// Usage is the daemon's own CPU time (its rusage) and lifetime.
+	Usage Usage
+	// Startup is how long it took from its start until it had observed
+	// the arm's cgroup.
+	Startup time.Duration
 }
 
 // EndArm reads d's counters for c, stops d (SIGTERM, exit status 0) and
 // checks that it left c and the lab's Root as it found them. With a nil d
-// it returns nil counters.
-func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (map[string]uint64, error) {
+// it returns the zero DaemonResult.
+func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return nil, nil
+		return DaemonResult{}, nil
 	}
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
-		return nil, err
+		return DaemonResult{}, err
 	}
 	if err := d.Stop(); err != nil {
-		return nil, err
+		return DaemonResult{}, err
 	}
 	if err := CheckUntouched(b.Root, c); err != nil {
-		return nil, fmt.Errorf("memcgd left a change behind: %w", err)
+		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
-	return st, nil
+	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup}, nil
 }

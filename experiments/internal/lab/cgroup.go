@@ -149,9 +149,6 @@ func (c *Cgroup) Command(ctx context.Context, name string, args ...string) *exec
 	return cmd
 }
 
-// Procs lists the PIDs in c's memory cgroup.
-func (c *Cgroup) Procs() ([]int, error) { return procs(c.Dir) }
-
 // remove thaws the cgroup, kills its tasks and removes its directories,
 // and then the directories on the way to its mirrors that nobody uses.
 func (c *Cgroup) remove() error {

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +41,12 @@ type Daemon struct {
 	// Log is the file its stderr goes to.
 	Log string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // Wait's, once exited is closed
+	cmd     *exec.Cmd
+	started time.Time
+	startup time.Duration // set by StartArm
+	exited  chan struct{}
+	err     error // Wait's, once exited is closed
+	usage   Usage // once exited is closed
 }
 
 // StartDaemon starts memcgd and returns once its control socket answers
@@ -85,8 +87,10 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
+	d.started = time.Now()
 	go func() {
 		d.err = d.cmd.Wait()
+		d.usage = usageOf(d.cmd.ProcessState, time.Since(d.started))
 		close(d.exited)
 	}()
 	l.OnClose(func() error {
@@ -232,6 +236,16 @@ func (d *Daemon) Stop() error {
 	return nil
 }
 
+// Usage is the daemon's CPU time and lifetime; zero until it exited.
+func (d *Daemon) Usage() Usage {
+	select {
+	case <-d.exited:
+		return d.usage
+	default:
+		return Usage{}
+	}
+}
+
 // tail returns the end of the daemon's log, for error messages.
 func (d *Daemon) tail() string {
 	b, err := os.ReadFile(d.Log)
@@ -243,15 +257,6 @@ func (d *Daemon) tail() string {
 		lines = lines[len(lines)-20:]
 	}
 	return "memcgd log (" + d.Log + "):\n" + strings.Join(lines, "\n")
-}
-
-// LogCount counts the daemon's log lines that contain s.
-func (d *Daemon) LogCount(s string) (int, error) {
-	b, err := os.ReadFile(d.Log)
-	if err != nil {
-		return 0, err
-	}
-	return bytes.Count(b, []byte(s)), nil
 }
 
 // CheckUntouched verifies that the cgroups are as the lab left them after

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -129,11 +130,30 @@ func (l *Lab) Describe() (string, error) {
 		fmt.Fprintf(&b, ", freezer v1 at %s", f.Mount)
 	}
 	fmt.Fprintf(&b, "; experiment cgroups beneath %s\n", l.Root.Path)
+	fmt.Fprintf(&b, "- memcgd: %s\n", revision())
 	fmt.Fprintf(&b, "- vm.dirty_ratio %d, dirty_background_ratio %d, dirty_bytes %d, dirty_background_bytes %d, "+
 		"dirty_expire_centisecs %d, dirty_writeback_centisecs %d (background threshold about %.0f MiB)\n",
 		v.Ratio, v.BackgroundRatio, v.Bytes, v.BackgroundBytes, v.ExpireCentisecs, v.WritebackCentisecs,
 		mib(v.BackgroundThresh(mi["MemAvailable"])))
 	return b.String(), nil
+}
+
+// revision names the source tree the binaries were built from: the git
+// commit and how many files differ from it.
+func revision() string {
+	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "revision unknown (not a git checkout)"
+	}
+	st, err := exec.Command("git", "status", "--porcelain").Output()
+	if err != nil {
+		return "commit " + strings.TrimSpace(string(head))
+	}
+	n := len(strings.Split(strings.TrimSpace(string(st)), "\n"))
+	if len(bytes.TrimSpace(st)) == 0 {
+		n = 0
+	}
+	return fmt.Sprintf("commit %s with %d files changed or added since", strings.TrimSpace(string(head)), n)
 }
 
 func gib(n uint64) float64 { return float64(n) / (1 << 30) }

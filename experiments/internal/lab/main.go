@@ -53,6 +53,9 @@ func (b *Bench) Daemon(ctx context.Context, config string) (*Daemon, error) {
 func Main(name string, f Flags, body func(ctx context.Context, b *Bench) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, name, f, body)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted: %w", err)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -86,6 +89,19 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	if err != nil {
 		return err
 	}
-	fmt.Printf("$ go run %s %s\n\n%s\n", name, strings.Join(os.Args[1:], " "), desc)
+	args := make([]string, len(os.Args)-1)
+	for i, a := range os.Args[1:] {
+		args[i] = shellQuote(a)
+	}
+	fmt.Printf("$ go run %s %s\n\n%s\n", name, strings.Join(args, " "), desc)
 	return body(ctx, b)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting, so that
+// the printed command can be pasted back.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,8 +1,9 @@
 package lab
 
 import (
-	"math"
-	"slices"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
@@ -16,30 +17,65 @@ func (l *Lab) Observe(c *Cgroup) (memcg.Stat, error) {
 	return cgroupfs.NewReader(l.Layout).Observe(c.Path)
 }
 
-// Sampler observes one cgroup at a fixed interval on its own goroutine
-// and keeps one value per observation.
+// Sampler observes cgroups at a fixed interval on its own goroutine.
 type Sampler struct {
-	stop chan struct{}
-	done chan struct{}
-	vals Series
-	err  error
+	stop    chan struct{}
+	done    chan struct{}
+	samples Samples
+	err     error
 }
 
-// Sample starts sampling value(stat of c) every interval until Stop.
-func (l *Lab) Sample(c *Cgroup, every time.Duration, value func(memcg.Stat) uint64) *Sampler {
+// Samples are a sampler's observations.
+type Samples struct {
+	// At is when each round of observations began, since Sample.
+	At []time.Duration
+	// Stats holds each cgroup's observations, in the order the cgroups
+	// were given to Sample; Stats[i][k] is from round k.
+	Stats []Stats
+	// Frozen says, in the same layout, whether the cgroup was frozen
+	// (being throttled by memcgd) when observed.
+	Frozen [][]bool
+}
+
+// FrozenShare is the share of cgroup i's observations in which it was
+// frozen, in percent.
+func (s Samples) FrozenShare(i int) float64 {
+	if len(s.Frozen[i]) == 0 {
+		return 0
+	}
+	n := 0
+	for _, f := range s.Frozen[i] {
+		if f {
+			n++
+		}
+	}
+	return float64(n) / float64(len(s.Frozen[i])) * 100
+}
+
+// Sample starts observing cgs, one after the other, every interval until
+// Stop.
+func (l *Lab) Sample(every time.Duration, cgs ...*Cgroup) *Sampler {
 	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	s.samples.Stats = make([]Stats, len(cgs))
+	s.samples.Frozen = make([][]bool, len(cgs))
 	r := cgroupfs.NewReader(l.Layout)
+	start := time.Now()
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			st, err := r.Observe(c.Path)
-			if err != nil {
-				s.err = err
-				return
+			at := time.Since(start)
+			for i, c := range cgs {
+				st, err := r.Observe(c.Path)
+				if err != nil {
+					s.err = err
+					return
+				}
+				s.samples.Stats[i] = append(s.samples.Stats[i], st)
+				s.samples.Frozen[i] = append(s.samples.Frozen[i], c.frozen())
 			}
-			s.vals = append(s.vals, value(st))
+			s.samples.At = append(s.samples.At, at)
 			select {
 			case <-s.stop:
 				return
@@ -50,35 +86,39 @@ func (l *Lab) Sample(c *Cgroup, every time.Duration, value func(memcg.Stat) uint
 	return s
 }
 
-// Stop ends the sampling and returns the samples, or the error that ended
-// it early.
-func (s *Sampler) Stop() (Series, error) {
+// Stop ends the sampling and returns the observations, or the error that
+// ended it early.
+func (s *Sampler) Stop() (Samples, error) {
 	close(s.stop)
 	<-s.done
-	return s.vals, s.err
+	return s.samples, s.err
 }
 
-// Series is a sequence of samples.
-type Series []uint64
-
-// Summary is a series' maximum, 99th percentile (nearest rank) and mean.
-type Summary struct {
-	N        int
-	Max, P99 uint64
-	Mean     float64
+// frozen reports whether either freezer holds c's tasks frozen or
+// freezing: the unified mirror's cgroup.events "frozen 1" or its
+// cgroup.freeze set, or the v1 freezer.state other than THAWED.
+func (c *Cgroup) frozen() bool {
+	if c.Unified != "" {
+		if b, err := os.ReadFile(filepath.Join(c.Unified, "cgroup.freeze")); err == nil && strings.TrimSpace(string(b)) == "1" {
+			return true
+		}
+	}
+	if c.Freezer != "" {
+		if b, err := os.ReadFile(filepath.Join(c.Freezer, "freezer.state")); err == nil && strings.TrimSpace(string(b)) != "THAWED" {
+			return true
+		}
+	}
+	return false
 }
 
-// Summary summarises s.
-func (s Series) Summary() Summary {
-	if len(s) == 0 {
-		return Summary{}
+// Stats is a sequence of observations of one cgroup.
+type Stats []memcg.Stat
+
+// Series is f of each observation.
+func (st Stats) Series(f func(memcg.Stat) uint64) Series {
+	out := make(Series, len(st))
+	for i, s := range st {
+		out[i] = f(s)
 	}
-	sorted := slices.Clone(s)
-	slices.Sort(sorted)
-	var sum float64
-	for _, v := range s {
-		sum += float64(v)
-	}
-	rank := int(math.Ceil(0.99*float64(len(sorted)))) - 1
-	return Summary{N: len(s), Max: sorted[len(sorted)-1], P99: sorted[rank], Mean: sum / float64(len(s))}
+	return out
 }

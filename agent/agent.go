@@ -433,6 +433,17 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 		a.setStatus(st, s, eff, h.Now())
 		return stepResult{st: st, wake: memcg.NoLimit}
 	}
+	if dc, ok := h.(host.DirtyCounter); ok {
+		// Only for managed cgroups: it reads every task's /proc/PID/io.
+		switch n, err := dc.Dirtied(ctx, st.cg); {
+		case err == nil:
+			s.Counters.HasDirtied, s.Counters.DirtiedBytes = true, n
+		case errors.Is(err, host.ErrVanished):
+			return stepResult{st: st, vanish: true}
+		default:
+			a.log.Debug("count dirtied bytes", "cgroup", st.cg, "err", err)
+		}
+	}
 	d := st.ctrl.Step(policy.Input{
 		Now: h.Now(), Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks,
 		WritebackFirst: eff.Knobs.WritebackFirst, Lead: a.opts.ActiveInterval,

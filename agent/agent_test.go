@@ -207,8 +207,9 @@ func TestAgentReclaimWritesBackOwnFilesFirst(t *testing.T) {
 	limit := uint64(500 * mib)
 	h := newFakeHost(map[host.Cgroup]memcg.Stat{
 		"/": root,
-		// Below low_wmark, holding dirty pages (under its 5 % background).
-		"/a": {Limit: limit, Usage: limit - 1*mib, File: 400 * mib, Dirty: 1 * mib},
+		// Below low_wmark, its page cache mostly dirty (though under its
+		// 5 % background): reclaim cannot be met from clean pages.
+		"/a": {Limit: limit, Usage: limit - 1*mib, File: 2 * mib, Dirty: 1 * mib, Anon: limit - 3*mib},
 	})
 	runAgent(t, h, config.Default(), 1, func(*Agent) bool { return h.count(h.writeOut, "/a") > 0 })
 	if n := h.count(h.flushes, "/a"); n != 0 {

@@ -23,7 +23,10 @@ type FS struct {
 	readers sync.Pool // *Reader: each is single-goroutine
 }
 
-var _ host.Host = (*FS)(nil)
+var (
+	_ host.Host         = (*FS)(nil)
+	_ host.DirtyCounter = (*FS)(nil)
+)
 
 // NewFS returns the host for the cgroups beneath under in layout l.
 // journal may be nil only for a read-only FS (memcgd stat): then the
@@ -93,3 +96,8 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 
 // Now is the wall clock.
 func (fs *FS) Now() time.Time { return time.Now() }
+
+// Dirtied counts the bytes cg's tasks have dirtied; see the package function.
+func (fs *FS) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
+	return Dirtied(ctx, fs.procRoot, fs.layout, cg)
+}

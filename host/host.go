@@ -55,3 +55,10 @@ type Host interface {
 	// Now is the host's clock.
 	Now() time.Time
 }
+
+// DirtyCounter is a Host that can tell how many bytes of page cache a
+// cgroup's tasks have dirtied: what the throttle must pace and what charges
+// new pages. The agent asks it for the cgroup it steps, not its ancestors.
+type DirtyCounter interface {
+	Dirtied(ctx context.Context, cg Cgroup) (uint64, error)
+}

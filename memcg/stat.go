@@ -66,6 +66,13 @@ type Counters struct {
 	// attribute buffered writeback and leaves it unknown.
 	HasWritten   bool
 	WrittenBytes uint64
+
+	// HasDirtied says whether DirtiedBytes is known: the bytes of page
+	// cache the cgroup's current tasks have dirtied over their lives
+	// (/proc/PID/io write_bytes). It falls when a task leaves; only its
+	// increases mean anything.
+	HasDirtied   bool
+	DirtiedBytes uint64
 }
 
 // Pressure is a cgroup's memory pressure stall information: cumulative

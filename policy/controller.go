@@ -40,7 +40,7 @@ type Controller struct {
 	started bool
 	last    time.Time // previous observation
 	lastD   uint64    // dirty + writeback then
-	lastIn  uint64    // dirtied-bytes counter then (pgpgin or written)
+	lastIn  uint64    // dirtied-bytes counter then
 	lastOut uint64    // written-bytes counter then
 
 	bw bandwidth
@@ -113,8 +113,12 @@ func (c *Controller) Step(in Input) Decision {
 
 	// Seed 000: reclaim that meets dirty pages writes back the cgroup's
 	// own first; with too few of its own, or writeback_first off, it
-	// wakes every flusher as the stock kernel does.
-	if d.Reclaim > 0 && s.Dirty > 0 {
+	// wakes every flusher as the stock kernel does. Reclaim meets dirty
+	// pages when the clean page cache cannot cover it (the kernel wakes
+	// the flushers when a whole batch taken from the LRU is dirty,
+	// mm/vmscan.c shrink_inactive_list).
+	clean := sat(s.File, s.Dirty+s.Writeback)
+	if d.Reclaim > 0 && s.Dirty > 0 && clean < d.Reclaim {
 		if in.WritebackFirst && s.Dirty > MinWbDirtyPages*memcg.PageSize {
 			d.WriteOut = true
 		} else {
@@ -128,23 +132,22 @@ func (c *Controller) Step(in Input) Decision {
 	return d
 }
 
-// account updates the bandwidth estimate and the bytes dirtied since the
-// last pause. The host tells bytes written (v2 io.stat) or, on v1, only
-// pages charged (pgpgin): for a writer each new page-cache page is a
-// dirtied page, so pgpgin bounds dirtying from above and the throttle
-// errs towards pausing.
+// account updates the bandwidth estimate, the bytes dirtied since the
+// last pause and the growth rate. The host tells bytes written (v2 io.stat)
+// or bytes dirtied (the tasks' write_bytes); from either, with the change
+// of dirty+writeback, follows the other.
 func (c *Controller) account(in Input, dirty uint64) {
 	s := in.Stat
-	var charged, out uint64
+	var dirtiedCtr, writtenCtr uint64
 	switch {
 	case s.Counters.HasWritten:
-		out = s.Counters.WrittenBytes
-	case s.Counters.HasPgpg:
-		charged = s.Counters.Pgpgin * memcg.PageSize
+		writtenCtr = s.Counters.WrittenBytes
+	case s.Counters.HasDirtied:
+		dirtiedCtr = s.Counters.DirtiedBytes
 	}
 	if !c.started {
 		c.started = true
-		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
+		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
 		c.lastUsage = s.Usage
 		c.pausedWhen = in.Now
 		c.domainLimit = in.Dirty.Limit
@@ -156,30 +159,32 @@ func (c *Controller) account(in Input, dirty uint64) {
 		return
 	}
 	var dirtied, written uint64
+	measured := true
 	switch {
 	case s.Counters.HasWritten:
-		written = sat(out, c.lastOut)
+		written = sat(writtenCtr, c.lastOut)
 		dirtied = sat(dirty+written, c.lastD)
-	case s.Counters.HasPgpg:
-		dirtied = sat(charged, c.lastIn)
+	case s.Counters.HasDirtied:
+		dirtied = sat(dirtiedCtr, c.lastIn)
 		written = sat(c.lastD+dirtied, dirty)
 	default:
 		// Nothing counts dirtying: the growth of dirty+writeback plus
-		// what the device cleaned meanwhile, at the estimated rate.
-		written = uint64(c.bw.avg * elapsed.Seconds())
-		dirtied = sat(dirty+written, c.lastD)
-		written = 0 // an assumption, not a measurement: do not learn from it
+		// what the device cleaned meanwhile at the estimated rate; an
+		// assumption, not a measurement, so nothing is learnt from it.
+		dirtied = sat(dirty+uint64(c.bw.avg*elapsed.Seconds()), c.lastD)
+		measured = false
 	}
 	// Like wb_bandwidth_estimate_start(), learn only while there is
 	// something to write, so idle time does not deflate the estimate.
-	if written > 0 || dirty > 0 {
-		if s.Counters.HasWritten || s.Counters.HasPgpg {
-			c.bw.update(written, elapsed)
-		}
+	if measured && (written > 0 || dirty > 0) {
+		c.bw.update(written, elapsed)
 	}
 	c.dirtied += dirtied
-	c.updateGrowth(s.Usage, elapsed)
-	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, charged, out
+	if !measured {
+		dirtied = 0 // an assumed rate says nothing of charging
+	}
+	c.updateGrowth(s.Usage, dirtied, elapsed)
+	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
 	c.updateDomainLimit(in)
 }
 
@@ -187,12 +192,13 @@ func (c *Controller) account(in Input, dirty uint64) {
 // predicts the next step only.
 const growthWindow = time.Second
 
-// updateGrowth folds the rise of usage since the last step into the
-// growth rate, over growthWindow. Reclaim lowers usage,
-// so a fall says nothing of the charge rate: only rises count, and a step
-// without one decays the rate.
-func (c *Controller) updateGrowth(usage uint64, elapsed time.Duration) {
-	rate := float64(sat(usage, c.lastUsage)) / elapsed.Seconds()
+// updateGrowth folds the charge rate since the last step into the growth
+// rate, over growthWindow. Usage alone hides it: at the limit, reclaim
+// (the kernel's or ours) frees as fast as the tasks charge and usage stays
+// flat. Every dirtied byte of a writer is a newly charged page, so the
+// rate is the larger of the rise of usage and the bytes dirtied.
+func (c *Controller) updateGrowth(usage, dirtied uint64, elapsed time.Duration) {
+	rate := float64(max(sat(usage, c.lastUsage), dirtied)) / elapsed.Seconds()
 	w := min(float64(elapsed)/float64(growthWindow), 1)
 	c.growth = rate*w + c.growth*(1-w)
 	c.lastUsage = usage

@@ -79,21 +79,23 @@ func TestReclaimWriteback(t *testing.T) {
 		usage          uint64
 		wantWriteOut   bool
 		wantFlush      bool
+		clean          uint64 // clean page cache beside the dirty pages
 	}{
-		{"seed 000: reclaim with many dirty pages writes back the cgroup's own first", 1000, true, below, true, false},
-		{"seed 000: fewer than 64 dirty pages falls back to a full flush", 63, true, below, false, true},
-		{"seed 000: exactly 64 is not more than MIN_WB_DIRTY_PAGES: full flush", 64, true, below, false, true},
-		{"seed 000: 65 dirty pages is enough for the cgroup's own", 65, true, below, true, false},
-		{"stock kernel (writeback_first off): reclaim wakes every flusher", 1000, false, below, false, true},
-		{"no dirty pages: reclaim needs no writeback", 0, true, below, false, false},
-		{"no reclaim due: dirty pages are left to the dirty limits", 1000, true, 100 * mib, false, false},
+		{"seed 000: reclaim with many dirty pages writes back the cgroup's own first", 1000, true, below, true, false, 0},
+		{"seed 000: fewer than 64 dirty pages falls back to a full flush", 63, true, below, false, true, 0},
+		{"seed 000: exactly 64 is not more than MIN_WB_DIRTY_PAGES: full flush", 64, true, below, false, true, 0},
+		{"seed 000: 65 dirty pages is enough for the cgroup's own", 65, true, below, true, false, 0},
+		{"stock kernel (writeback_first off): reclaim wakes every flusher", 1000, false, below, false, true, 0},
+		{"no dirty pages: reclaim needs no writeback", 0, true, below, false, false, 0},
+		{"no reclaim due: dirty pages are left to the dirty limits", 1000, true, 100 * mib, false, false, 0},
+		{"clean page cache covers the reclaim: no writeback needed", 1000, true, below, false, false, 64 * mib},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewController()
 			d := c.Step(Input{
 				Now:            time.Unix(1, 0),
-				Stat:           memcg.Stat{Limit: limit, Usage: tt.usage, Dirty: tt.dirtyPages * memcg.PageSize},
+				Stat:           memcg.Stat{Limit: limit, Usage: tt.usage, Dirty: tt.dirtyPages * memcg.PageSize, File: tt.dirtyPages*memcg.PageSize + tt.clean},
 				Dirty:          memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit},
 				Watermarks:     w,
 				WritebackFirst: tt.writebackFirst,
@@ -152,20 +154,25 @@ func TestNoThrottleWithoutALimit(t *testing.T) {
 	}
 }
 
-func TestPgpginEstimatesDirtyingOnV1(t *testing.T) {
-	// v1 exposes no written bytes; pgpgin counts pages charged, which for
-	// a writer are its dirtied pages. 10 MiB charged while dirty grew 2 MiB
-	// means 8 MiB were written: 80 MB/s over 100 ms, folded into the
-	// average at 100ms/4096ms weight.
+func TestDirtiedBytesMeasureBandwidth(t *testing.T) {
+	// v1 attributes no writeback to a cgroup; its tasks' write_bytes count
+	// what they dirtied. 10 MiB dirtied while dirty grew 2 MiB means 8 MiB
+	// were written: 80 MiB/s over 100 ms, folded into the average at
+	// 100ms/4096ms weight.
 	c := NewController()
 	t0 := time.Unix(1, 0)
 	lim := memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}
-	c.Step(Input{Now: t0, Stat: memcg.Stat{Dirty: 4 * mib, Counters: memcg.Counters{HasPgpg: true, Pgpgin: 1000}}, Dirty: lim})
-	c.Step(Input{Now: t0.Add(100 * time.Millisecond), Stat: memcg.Stat{Dirty: 6 * mib, Counters: memcg.Counters{HasPgpg: true, Pgpgin: 1000 + 10*mib/memcg.PageSize}}, Dirty: lim})
+	c.Step(Input{Now: t0, Stat: memcg.Stat{Dirty: 4 * mib, Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: 1000}}, Dirty: lim})
+	c.Step(Input{Now: t0.Add(100 * time.Millisecond), Stat: memcg.Stat{Dirty: 6 * mib, Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: 1000 + 10*mib}}, Dirty: lim})
 	w := 100.0 / 4096
 	want := 80.0*mib*w + InitBW*(1-w)
-	if got := float64(c.bw.bw); got < want*0.999 || got > want*1.001 {
+	if got := c.bw.bw; got < want*0.999 || got > want*1.001 {
 		t.Errorf("write_bandwidth = %.0f, want %.0f", got, want)
+	}
+	// The charge rate follows the dirtying, though usage did not move
+	// (a cgroup at its limit): 100 MiB/s over 100 ms of a 1 s window.
+	if want := 100.0 * mib * 0.1; c.growth < want*0.999 || c.growth > want*1.001 {
+		t.Errorf("growth = %.0f B/s, want %.0f", c.growth, want)
 	}
 }
 

@@ -17,24 +17,22 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/sandbox"
 	"github.com/memcgd/memcgd/host"
 )
 
 // procRoot is where the tests read their own cgroups.
 const procRoot = "/proc"
 
-// settle bounds how long cleanup waits for killed tasks to leave a cgroup,
-// and how long Start and StartWriter wait for a child to get going.
-const settle = 10 * time.Second
+// settle bounds how long Start and StartWriter wait for a child to get
+// going.
+const settle = sandbox.Settle
 
 // Layout discovers the host's cgroup mounts. Without root or without a
 // memory cgroup mount the test cannot run: it fails when CI=true, since CI
@@ -81,7 +79,7 @@ type Cgroup struct {
 // path in the unified hierarchy, for PSI and cgroup.freeze, and in the v1
 // freezer hierarchy, each only when that path is beneath the test process's
 // own cgroup in that hierarchy; missing directories on the way are created
-// and removed again.
+// and removed again (cgroupfs/sandbox).
 //
 // On v2 a child gets memory files only if its parent's
 // cgroup.subtree_control enables memory. New enables memory (and io, when
@@ -98,7 +96,7 @@ func New(t testing.TB, l cgroupfs.Layout, limit uint64) *Cgroup {
 	}
 	if l.Memory.Version == cgroupfs.V2 {
 		dir := l.Memory.Dir(self)
-		ok, err := enabled(dir, "memory")
+		ok, err := sandbox.Enabled(dir, "memory")
 		if err != nil {
 			t.Fatalf("test cgroup: %v", err)
 		}
@@ -106,9 +104,7 @@ func New(t testing.TB, l cgroupfs.Layout, limit uint64) *Cgroup {
 			unavailable(t, "test cgroup: the memory controller is not enabled in %s/cgroup.subtree_control, "+
 				"and this process's cgroup %s is not the root, so it cannot enable it", dir, self)
 		}
-		if !ok {
-			enableControllers(t, dir)
-		}
+		enableControllers(t, dir)
 	}
 	name := fmt.Sprintf("memcgd-test-%016x", rand.Uint64())
 	return create(t, l, host.Cgroup(path.Join(string(self), name)), limit)
@@ -124,197 +120,41 @@ func (c *Cgroup) Child(t testing.TB, name string) *Cgroup {
 		t.Fatalf("child cgroup name %q: want a single path element", name)
 	}
 	if c.layout.Memory.Version == cgroupfs.V2 {
-		ok, err := enabled(c.Dir, "memory")
-		if err != nil {
-			t.Fatalf("child cgroup: %v", err)
-		}
-		if !ok {
-			enableControllers(t, c.Dir)
-		}
+		enableControllers(t, c.Dir)
 	}
 	return create(t, c.layout, host.Cgroup(path.Join(string(c.Path), name)), 0)
 }
 
-// enabled reports whether dir's cgroup.subtree_control enables controller.
-func enabled(dir, controller string) (bool, error) {
-	p := filepath.Join(dir, "cgroup.subtree_control")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", p, err)
-	}
-	return slices.Contains(strings.Fields(string(b)), controller), nil
-}
-
-// enableControllers enables memory, and io when the cgroup has it, for the
-// children of dir. Each is written alone: one unavailable controller fails
-// the whole write.
+// enableControllers enables memory, and io when available, for the
+// children of the v2 cgroup at dir, unless memory is enabled already.
 func enableControllers(t testing.TB, dir string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	err := sandbox.EnableControllers(dir)
+	if errors.Is(err, sandbox.ErrNoMemoryController) {
+		unavailable(t, "test cgroup: %v", err)
+	}
 	if err != nil {
 		t.Fatalf("test cgroup: %v", err)
-	}
-	have := strings.Fields(string(b))
-	for _, c := range []string{"memory", "io"} {
-		if !slices.Contains(have, c) {
-			if c == "memory" {
-				unavailable(t, "test cgroup: %s/cgroup.controllers lacks memory", dir)
-			}
-			continue
-		}
-		if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+c); err != nil {
-			t.Fatalf("test cgroup: enable %s: %v", c, err)
-		}
 	}
 }
 
 // create makes the cgroup cg in the memory hierarchy and, on a hybrid
-// host, at the same path in the unified and freezer hierarchies.
+// host, at the same path in the unified and freezer hierarchies; cleanup
+// removes them.
 func create(t testing.TB, l cgroupfs.Layout, cg host.Cgroup, limit uint64) *Cgroup {
 	t.Helper()
-	c := &Cgroup{Path: cg, Dir: l.Memory.Dir(cg), layout: l}
-	if c.Dir == "" {
-		t.Fatalf("test cgroup %s: outside the mounted memory hierarchy %+v", cg, l.Memory)
+	sc, err := sandbox.Create(l, cg, sandbox.Options{Limit: limit, Mirror: true})
+	if sc != nil {
+		t.Cleanup(func() {
+			if err := sc.Remove(); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
 	}
-	// made are the cgroup's own directories, removed at cleanup; between
-	// lie directories on the way to a mirror, which concurrent tests share.
-	var made, between []string
-	t.Cleanup(func() {
-		c.remove(t, made)
-		if err := removeBetween(between); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-
-	if err := os.Mkdir(c.Dir, 0o755); err != nil {
+	if err != nil {
 		t.Fatalf("test cgroup: %v", err)
 	}
-	made = append(made, c.Dir)
-	c.procs = append(c.procs, c.Dir)
-	if limit != 0 {
-		file := "memory.max"
-		if l.Memory.Version == cgroupfs.V1 {
-			file = "memory.limit_in_bytes"
-		}
-		if err := writeFile(filepath.Join(c.Dir, file), strconv.FormatUint(limit, 10)); err != nil {
-			t.Fatalf("test cgroup: set limit: %v", err)
-		}
-	}
-	if l.Memory.Version != cgroupfs.V1 {
-		return c
-	}
-	mirrors := []struct {
-		h    *cgroupfs.Hierarchy
-		self func(string) (host.Cgroup, error)
-	}{
-		{l.Unified, cgroupfs.SelfUnified},
-		{l.Freezer, cgroupfs.SelfFreezer},
-	}
-	for _, m := range mirrors {
-		if m.h == nil {
-			continue
-		}
-		own, err := m.self(procRoot)
-		if err != nil {
-			t.Fatalf("test cgroup: %v", err)
-		}
-		if !beneath(own, cg) {
-			t.Logf("test cgroup %s: not beneath our own cgroup %s in %s; no mirror there", cg, own, m.h.Mount)
-			continue
-		}
-		dirs, err := mkdirMirror(m.h.Dir(own), m.h.Dir(cg))
-		between = append(between, dirs...)
-		if err != nil {
-			t.Fatalf("test cgroup: %v", err)
-		}
-		made = append(made, m.h.Dir(cg))
-		c.procs = append(c.procs, m.h.Dir(cg))
-	}
-	return c
-}
-
-// beneath reports whether cg is a strict descendant of own.
-func beneath(own, cg host.Cgroup) bool {
-	if own == "/" {
-		return cg != "/"
-	}
-	return strings.HasPrefix(string(cg), string(own)+"/")
-}
-
-// remove thaws the cgroup, kills its tasks and removes its directories.
-func (c *Cgroup) remove(t testing.TB, made []string) {
-	for _, d := range c.procs {
-		// Frozen tasks cannot die. Best effort: a mirror may lack the file.
-		_ = writeFile(filepath.Join(d, "freezer.state"), "THAWED")
-		_ = writeFile(filepath.Join(d, "cgroup.freeze"), "0")
-	}
-	deadline := time.Now().Add(settle)
-	for _, d := range c.procs {
-		for {
-			pids, err := procs(d)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("cleanup %s: %v", d, err)
-			}
-			if len(pids) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("cleanup %s: tasks %v still there after %v", d, pids, settle)
-				break
-			}
-			for _, pid := range pids {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	for _, d := range made {
-		for {
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("cleanup: %v", err)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-// procs lists the PIDs in dir/cgroup.procs.
-func procs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s/cgroup.procs: %q is not a PID", dir, f)
-		}
-		pids = append(pids, pid)
-	}
-	return pids, nil
-}
-
-// writeFile writes s to an existing cgroupfs file in a single write(2), as
-// the kernel expects.
-func writeFile(p, s string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %q to %s: %w", s, p, err)
-	}
-	return nil
+	return &Cgroup{Path: sc.Path, Dir: sc.Dir, layout: l, procs: sc.Procs()}
 }
 
 // Start starts name with args inside the cgroup and returns it running. It

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -261,33 +260,30 @@ func (d *Daemon) tail() string {
 
 // CheckUntouched verifies that the cgroups are as the lab left them after
 // a daemon stopped: the limit the lab set (none lowered by a squeeze left
-// behind) and not frozen in either freezer.
+// behind), on v2 no memory.high (memcgd's throttle) left set, and not
+// frozen in either freezer.
 func CheckUntouched(cgs ...*Cgroup) error {
 	var errs []error
-	for _, c := range cgs {
-		b, err := os.ReadFile(filepath.Join(c.Dir, "memory.limit_in_bytes"))
+	check := func(dir, file, want string) {
+		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return
 		}
-		if got := strings.TrimSpace(string(b)); got != strconv.FormatUint(c.limit, 10) {
-			errs = append(errs, fmt.Errorf("%s: memory.limit_in_bytes is %s, want %d as set", c.Path, got, c.limit))
+		if got := strings.TrimSpace(string(b)); got != want {
+			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s", dir, file, got, want))
+		}
+	}
+	for _, c := range cgs {
+		check(c.Dir, c.limitFile, c.limit)
+		if c.v2 {
+			check(c.Dir, "memory.high", "max")
 		}
 		if c.Freezer != "" {
-			b, err := os.ReadFile(filepath.Join(c.Freezer, "freezer.state"))
-			if err != nil {
-				errs = append(errs, err)
-			} else if s := strings.TrimSpace(string(b)); s != "THAWED" {
-				errs = append(errs, fmt.Errorf("%s: freezer.state is %s", c.Freezer, s))
-			}
+			check(c.Freezer, "freezer.state", "THAWED")
 		}
 		if c.Unified != "" {
-			b, err := os.ReadFile(filepath.Join(c.Unified, "cgroup.freeze"))
-			if err != nil {
-				errs = append(errs, err)
-			} else if s := strings.TrimSpace(string(b)); s != "0" {
-				errs = append(errs, fmt.Errorf("%s: cgroup.freeze is %s", c.Unified, s))
-			}
+			check(c.Unified, "cgroup.freeze", "0")
 		}
 	}
 	return errors.Join(errs...)

@@ -27,6 +27,9 @@ type Options struct {
 	// the experiment's files. It must be on a disk: page cache written
 	// to tmpfs is never dirty nor written back.
 	Scratch string
+	// Revision names the source the binaries were built from, for
+	// Describe; empty asks git.
+	Revision string
 }
 
 // Lab is one experiment's bench: a parent cgroup beneath this process's
@@ -42,19 +45,19 @@ type Lab struct {
 	// Dir is the scratch directory on disk.
 	Dir string
 
-	tmp     string    // temporary directory for binaries, sockets, journals
-	cgroups []*Cgroup // live cgroups, parents before children
-	closers []func() error
+	revision string
+	tmp      string    // temporary directory for binaries, sockets, journals
+	cgroups  []*Cgroup // live cgroups, parents before children
+	closers  []func() error
 	// dirs are removed last, after the cgroups whose tasks may hold
 	// files in them.
 	dirs []string
 }
 
-// New creates a lab. It needs root, the memory controller on cgroup v1
-// (the machine the experiments were written for; a v2 port would set
-// memory.max and enable controllers in subtree_control), and a scratch
-// directory on disk. Close removes what New made, also when New fails
-// half-way (New does that itself).
+// New creates a lab. It needs root, the memory controller (cgroup v1, or
+// v2 with the memory controller available to this process's cgroup), and
+// a scratch directory on disk. Close removes what New made, also when New
+// fails half-way (New does that itself).
 func New(o Options) (_ *Lab, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("lab: needs root (euid %d): it creates cgroups and drops caches", os.Geteuid())
@@ -63,14 +66,10 @@ func New(o Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	if layout.Memory.Version != cgroupfs.V1 {
-		return nil, fmt.Errorf("lab: the memory controller is on cgroup %s at %s: the experiments are written for a v1 memory controller",
-			layout.Memory.Version, layout.Memory.Mount)
-	}
 	if err := onDisk(o.Scratch); err != nil {
 		return nil, err
 	}
-	l := &Lab{Layout: layout}
+	l := &Lab{Layout: layout, revision: o.Revision}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, l.Close())

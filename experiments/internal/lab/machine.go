@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/sandbox"
 )
 
 // DropCaches writes all dirty data back (sync) and drops the clean page
@@ -22,7 +23,7 @@ import (
 // the next.
 func DropCaches() error {
 	unix.Sync()
-	return writeFile("/proc/sys/vm/drop_caches", "3")
+	return sandbox.WriteFile("/proc/sys/vm/drop_caches", "3")
 }
 
 // VMDirty are the global writeback sysctls (Documentation/admin-guide/sysctl/vm.rst).
@@ -122,6 +123,10 @@ func (l *Lab) Describe() (string, error) {
 	fmt.Fprintf(&b, "- memory: %.1f GiB total, %.1f GiB available, swap %.1f GiB\n",
 		gib(mi["MemTotal"]), gib(mi["MemAvailable"]), gib(mi["SwapTotal"]))
 	fmt.Fprintf(&b, "- disk: %s\n", disk)
+	if bps := os.Getenv("MEMCGD_VM_WRITE_BPS"); os.Getenv("MEMCGD_VM") == "1" && bps != "" {
+		// test/vm's init passes qemu's throttle on (init.sh).
+		fmt.Fprintf(&b, "- disk write limit: %s bytes/s (qemu throttling.bps-write of the test VM)\n", bps)
+	}
 	fmt.Fprintf(&b, "- cgroups: memory %s at %s", l.Layout.Memory.Version, l.Layout.Memory.Mount)
 	if u := l.Layout.Unified; u != nil {
 		fmt.Fprintf(&b, ", unified at %s", u.Mount)
@@ -130,7 +135,11 @@ func (l *Lab) Describe() (string, error) {
 		fmt.Fprintf(&b, ", freezer v1 at %s", f.Mount)
 	}
 	fmt.Fprintf(&b, "; experiment cgroups beneath %s\n", l.Root.Path)
-	fmt.Fprintf(&b, "- memcgd: %s\n", revision())
+	rev := l.revision
+	if rev == "" {
+		rev = revision()
+	}
+	fmt.Fprintf(&b, "- memcgd: %s\n", rev)
 	fmt.Fprintf(&b, "- vm.dirty_ratio %d, dirty_background_ratio %d, dirty_bytes %d, dirty_background_bytes %d, "+
 		"dirty_expire_centisecs %d, dirty_writeback_centisecs %d (background threshold about %.0f MiB)\n",
 		v.Ratio, v.BackgroundRatio, v.Bytes, v.BackgroundBytes, v.ExpireCentisecs, v.WritebackCentisecs,

@@ -21,6 +21,17 @@ type Flags struct {
 	DaemonArgs string
 	// Runs is how many times the experiment repeats.
 	Runs int
+	// Writer is a prebuilt experiments/writer binary; empty builds it.
+	Writer string
+	// Revision names the source the binaries were built from; empty asks
+	// git. Set by -vm, since the VM has no git checkout.
+	Revision string
+	// VM runs the experiment inside a test VM instead (-vm).
+	VM VMFlags
+	// VMDefaults are the experiment's flags, by name, scaled to the VM:
+	// with -vm they are passed into it unless set on the command line.
+	// They are the experiment's to set; they are not flags.
+	VMDefaults map[string]string
 }
 
 // Register defines the flags on fs.
@@ -29,6 +40,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Memcgd, "memcgd", "", "prebuilt memcgd binary (default: go build ./cmd/memcgd)")
 	fs.StringVar(&f.DaemonArgs, "daemon-args", "", "extra `memcgd run` flags, space-separated (e.g. \"--active-interval 20ms\")")
 	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance")
+	fs.StringVar(&f.Writer, "writer", "", "prebuilt experiments/writer binary (default: go build ./experiments/writer)")
+	fs.StringVar(&f.Revision, "revision", "", "source revision to report (default: from git)")
+	f.VM.register(fs)
 }
 
 // Bench is what an experiment's body gets: the lab, the built binaries and
@@ -48,11 +62,17 @@ func (b *Bench) Daemon(ctx context.Context, config string) (*Daemon, error) {
 // Main runs an experiment named name (its package path, as
 // "./experiments/e1") after flag.Parse: it checks the flags, makes a lab,
 // builds the binaries, prints the command and the machine, runs body, and
-// closes the lab also on an error or SIGINT/SIGTERM. It exits with status
-// 1 if anything failed, cleanup included.
+// closes the lab also on an error or SIGINT/SIGTERM. With -vm it runs the
+// experiment inside a test VM instead (runInVM). It exits with status 1 if
+// anything failed, cleanup included.
 func Main(name string, f Flags, body func(ctx context.Context, b *Bench) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, name, f, body)
+	var err error
+	if f.VM.Cgroup != "" {
+		err = runInVM(ctx, name, f)
+	} else {
+		err = run(ctx, name, f, body)
+	}
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
@@ -67,7 +87,7 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	if f.Runs < 1 {
 		return fmt.Errorf("-runs: invalid value %d: want 1 or more", f.Runs)
 	}
-	l, err := New(Options{Scratch: f.Scratch})
+	l, err := New(Options{Scratch: f.Scratch, Revision: f.Revision})
 	if err != nil {
 		return err
 	}
@@ -76,24 +96,26 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 	}()
-	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd}
+	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd, Writer: f.Writer}
 	if b.Memcgd == "" {
 		if b.Memcgd, err = l.Build(ctx, "./cmd/memcgd"); err != nil {
 			return err
 		}
 	}
-	if b.Writer, err = l.Build(ctx, "./experiments/writer"); err != nil {
-		return err
+	if b.Writer == "" {
+		if b.Writer, err = l.Build(ctx, "./experiments/writer"); err != nil {
+			return err
+		}
 	}
 	desc, err := l.Describe()
 	if err != nil {
 		return err
 	}
-	args := make([]string, len(os.Args)-1)
-	for i, a := range os.Args[1:] {
-		args[i] = shellQuote(a)
+	cmd := "go run " + name
+	if os.Getenv("MEMCGD_VM") == "1" {
+		cmd = "(in the VM) " + os.Args[0] // started by runInVM
 	}
-	fmt.Printf("$ go run %s %s\n\n%s\n", name, strings.Join(args, " "), desc)
+	fmt.Printf("$ %s %s\n\n%s\n", cmd, strings.Join(quoteAll(os.Args[1:]), " "), desc)
 	return body(ctx, b)
 }
 

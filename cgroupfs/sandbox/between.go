@@ -1,4 +1,4 @@
-package cgrouptest
+package sandbox
 
 import (
 	"encoding/hex"
@@ -11,18 +11,20 @@ import (
 	"time"
 )
 
-// On a hybrid host a test cgroup is mirrored at the same path in the
-// unified and freezer hierarchies, where the test process usually sits
-// higher up (at the root): the directories in between, such as
+// On a hybrid host a cgroup is mirrored at the same path in the unified
+// and freezer hierarchies, where the calling process usually sits higher
+// up (at the root): the directories in between, such as
 // /process_api/<id>, must be created for the mirror and removed after.
-// Test processes run at once (go test runs packages in parallel) and share
-// them, so whoever is last removes them. A lock file serialises creation
-// and removal, and a marker file per directory records that cgrouptest
-// created it: a directory without a marker, which the host's own manager
-// made, is never removed.
+// Processes run at once (go test runs packages in parallel; an experiment
+// may run beside them) and share them, so whoever is last removes them. A
+// lock file serialises creation and removal, and a marker file per
+// directory records that this package created it: a directory without a
+// marker, which the host's own manager made, is never removed.
 
 // betweenLock and betweenMarks live in the temporary directory, shared by
-// all test processes of the machine.
+// all processes of the machine. Their names predate this package (they
+// were cgrouptest's) and stay, so that binaries built before and after
+// follow one protocol.
 const (
 	betweenLock  = "memcgd-cgrouptest.lock"
 	betweenMarks = "memcgd-cgrouptest-dirs"
@@ -82,7 +84,7 @@ func mkdirMirror(top, dir string) ([]string, error) {
 }
 
 // removeBetween removes, deepest first, the directories of between that
-// cgrouptest created and no test uses any more.
+// this package created and nothing uses any more.
 func removeBetween(between []string) error {
 	return withBetweenLock(func() error {
 		for i := len(between) - 1; i >= 0; i-- {
@@ -96,13 +98,13 @@ func removeBetween(between []string) error {
 			// its parent's rmdir fails with EBUSY though no directory is
 			// left beneath it; on a slow (emulated) machine that can take
 			// a while.
-			deadline := time.Now().Add(settle)
+			deadline := time.Now().Add(Settle)
 			for errors.Is(err, syscall.EBUSY) && time.Now().Before(deadline) && !hasSubdirs(d) {
 				time.Sleep(10 * time.Millisecond)
 				err = os.Remove(d)
 			}
 			if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENOTEMPTY) {
-				return nil // another test's cgroup is beneath; it will remove this
+				return nil // another process's cgroup is beneath; it removes this
 			}
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err

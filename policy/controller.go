@@ -96,18 +96,21 @@ func (c *Controller) Step(in Input) Decision {
 	}
 
 	// Seed 001: kswapd wakes when free drops below low and runs until
-	// free reaches high. Free is taken as it will be after Lead at the
-	// recent growth rate, which is free itself for the kernel (Lead 0).
-	free := sat(s.Free(), uint64(c.growth*in.Lead.Seconds()))
+	// free reaches high. Both marks are raised by what the cgroup will
+	// charge within Lead at its recent rate, so that free is still above
+	// them when the next step comes; for the kernel (Lead 0) they are the
+	// marks themselves.
+	free := s.Free()
+	ahead := uint64(c.growth * in.Lead.Seconds())
 	w := in.Watermarks
 	switch {
-	case !w.Enabled() || free >= w.High:
+	case !w.Enabled() || free >= w.High+ahead:
 		c.reclaiming = false
-	case free < w.Low:
+	case free < w.Low+ahead:
 		c.reclaiming = true
 	}
 	if c.reclaiming {
-		d.Reclaim = w.High - free
+		d.Reclaim = w.High + ahead - free
 		d.Why |= ReasonWatermark
 	}
 
@@ -235,9 +238,10 @@ func (c *Controller) pause(in Input, dirty uint64) time.Duration {
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
 	now := in.Now
 	if rate == 0 {
-		// At or past the limit: pause = max_pause, every time.
-		c.dirtied, c.pausedWhen = 0, now.Add(MaxPause)
-		return MaxPause
+		// At or past the limit.
+		p := DrainPause(dirty, in.Dirty.Freerun(), c.WriteBandwidth())
+		c.dirtied, c.pausedWhen = 0, now.Add(p)
+		return p
 	}
 	period, p := Debt(c.dirtied, now.Sub(c.pausedWhen), rate)
 	if p < MinPause {

@@ -117,13 +117,14 @@ func TestDirtyLimitDecisions(t *testing.T) {
 		dirty, writeback uint64
 		wantWriteOut     bool
 		wantPause        bool
-		wantMaxPause     bool
+		wantPauseOf      time.Duration // when non-zero: the drain time to freerun
 	}{
-		{"seed 004: below dirty_background nothing happens", 4 * mib, 0, false, false, false},
-		{"seed 004: past dirty_background the cgroup's files are written out", 9 * mib, 0, true, false, false},
-		{"background compares dirty alone, as wb_over_bg_thresh does", 7 * mib, 4 * mib, false, false, false},
-		{"seed 004: at the limit writers get the longest pause", 10 * mib, 6 * mib, true, true, true},
-		{"past the limit too", 20 * mib, 0, true, true, true},
+		{"seed 004: below dirty_background nothing happens", 4 * mib, 0, false, false, 0},
+		{"seed 004: past dirty_background the cgroup's files are written out", 9 * mib, 0, true, false, 0},
+		{"background compares dirty alone, as wb_over_bg_thresh does", 7 * mib, 4 * mib, false, false, 0},
+		// freerun 12M; at InitBW (100 MiB/s) 4 MiB drain in 40 ms, 8 MiB in 80 ms
+		{"seed 004: at the limit writers pause until dirty is back at freerun", 10 * mib, 6 * mib, true, true, 40 * time.Millisecond},
+		{"past the limit, longer", 20 * mib, 0, true, true, 80 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,8 +139,8 @@ func TestDirtyLimitDecisions(t *testing.T) {
 			if (d.Pause > 0) != tt.wantPause {
 				t.Errorf("Pause = %v, want a pause: %v", d.Pause, tt.wantPause)
 			}
-			if tt.wantMaxPause && d.Pause != MaxPause {
-				t.Errorf("Pause = %v, want MAX_PAUSE", d.Pause)
+			if tt.wantPauseOf != 0 && d.Pause != tt.wantPauseOf {
+				t.Errorf("Pause = %v, want %v", d.Pause, tt.wantPauseOf)
 			}
 		})
 	}

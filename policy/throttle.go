@@ -68,6 +68,22 @@ func Debt(dirtied uint64, think time.Duration, taskRatelimit uint64) (period, pa
 	return period, period - think
 }
 
+// DrainPause is how long to stop a cgroup whose dirty+writeback bytes are
+// at or past the limit: the time the device needs, at bandwidth bw, to
+// bring them down to target (the freerun ceiling, so the writer has room
+// again and the device still has work), within [MinPause, MaxPause]. The
+// kernel pauses wb_max_pause() there and checks again after 32 pages; a
+// userspace throttle checks again only a step later, so it pauses until
+// the excess is written rather than a fixed MAX_PAUSE, which would idle
+// the disk, or a short one, which lets the writer overrun the limit.
+func DrainPause(dirty, target, bw uint64) time.Duration {
+	if bw == 0 {
+		return MaxPause
+	}
+	t := time.Duration(float64(sat(dirty, target)) / float64(bw) * float64(time.Second))
+	return min(max(t, MinPause), MaxPause)
+}
+
 // TaskRatelimit is dirty_ratelimit * pos_ratio >> RATELIMIT_CALC_SHIFT,
 // in bytes per second.
 func TaskRatelimit(dirtyRatelimit uint64, pos int64) uint64 {

@@ -127,3 +127,20 @@ func TestThrottleHoldsAFastWriterBelowTheLimit(t *testing.T) {
 	t.Logf("mean dirty %.1f MiB (freerun %.1f, limit %.1f), max %.1f MiB, writer %.1f MB/s on a %d MB/s device",
 		mean/(1<<20), float64(limits.Freerun())/(1<<20), float64(limits.Limit)/(1<<20), maxDirty/(1<<20), rate/1e6, writeRate/1000000)
 }
+
+func TestDrainPause(t *testing.T) {
+	tests := []struct {
+		dirty, setpoint, bw uint64
+		want                time.Duration
+	}{
+		{16 << 20, 12 << 20, 100 << 20, 40 * time.Millisecond},
+		{12 << 20, 12 << 20, 100 << 20, MinPause},  // at the target: the shortest pause
+		{100 << 20, 14 << 20, 100 << 20, MaxPause}, // never past MAX_PAUSE
+		{16 << 20, 14 << 20, 0, MaxPause},
+	}
+	for _, tt := range tests {
+		if got := DrainPause(tt.dirty, tt.setpoint, tt.bw); got != tt.want {
+			t.Errorf("DrainPause(%d, %d, %d) = %v, want %v", tt.dirty, tt.setpoint, tt.bw, got, tt.want)
+		}
+	}
+}

@@ -31,7 +31,9 @@
 //	go run ./test/vm/cmd/vmrun -cgroup v2 -pkg ./cgroupfs -run TestX
 //	go run ./test/vm/cmd/vmrun -cgroup v1 -shell-cmd 'cat /proc/self/cgroup'
 //
-// To run a package's tests in the VM, add it to SuitePackages. Inside the
-// VM, a test sees MEMCGD_VM=1 and CI=true, so a real-kernel test that finds
-// no cgroupfs fails rather than skips.
+// To run a package's tests in the VM, add it to SuitePackages; a command its
+// tests run as a process goes in SuiteCommands, and is then in the VM's /bin
+// (memcgd for test/daemon). Inside the VM, a test sees MEMCGD_VM=1 and
+// CI=true, so a real-kernel test that finds no cgroupfs fails rather than
+// skips.
 package vm

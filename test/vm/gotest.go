@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -20,7 +22,15 @@ func SuitePackages() []string {
 	return []string{
 		"./test/vm/smoke",
 		"./cgroupfs/...",
+		"./test/daemon",
 	}
+}
+
+// SuiteCommands returns the module's commands that the suite's tests run as
+// processes (test/daemon starts memcgd run): TestJobs builds each and puts
+// it in the VM's /bin, on the jobs' PATH.
+func SuiteCommands() []string {
+	return []string{"./cmd/memcgd"}
 }
 
 // A TestBinary is a test binary built for the VM.
@@ -95,11 +105,35 @@ func TestJobs(ctx context.Context, moduleDir string, patterns []string, run stri
 	if err != nil {
 		return nil, err
 	}
+	cmds, err := BuildCommands(ctx, moduleDir, SuiteCommands(), outDir)
+	if err != nil {
+		return nil, err
+	}
 	jobs := make([]Job, len(bins))
 	for i, b := range bins {
 		jobs[i] = TestJob(b, run, timeout)
+		maps.Copy(jobs[i].Files, cmds)
 	}
 	return jobs, nil
+}
+
+// BuildCommands builds a static binary of each command package (a main
+// package, as `go build` in moduleDir resolves it) into outDir, and returns
+// them as Job.Files: /bin/<name> inside the VM to the binary on the host.
+func BuildCommands(ctx context.Context, moduleDir string, pkgs []string, outDir string) (map[string]string, error) {
+	files := make(map[string]string, len(pkgs))
+	for _, pkg := range pkgs {
+		name := path.Base(pkg)
+		bin := filepath.Join(outDir, "cmd", name)
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		build.Dir = moduleDir
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+		files["/bin/"+name] = bin
+	}
+	return files, nil
 }
 
 // ModuleDir returns the root of the Go module that contains dir.

@@ -59,6 +59,9 @@ func writeInitramfs(file string, a Assets, jobs []Job) (err error) {
 	if err := c.bytes("vm/jobs", 0o644, jobsScript(jobs)); err != nil {
 		return fmt.Errorf("write initramfs %s: %w", file, err)
 	}
+	// Jobs may share a file (the commands TestJobs adds to every job): it
+	// is archived once.
+	archived := make(map[string]string)
 	for _, j := range jobs {
 		dsts := make([]string, 0, len(j.Files))
 		for dst := range j.Files {
@@ -66,6 +69,10 @@ func writeInitramfs(file string, a Assets, jobs []Job) (err error) {
 		}
 		sort.Strings(dsts)
 		for _, dst := range dsts {
+			if archived[dst] == j.Files[dst] {
+				continue
+			}
+			archived[dst] = j.Files[dst]
 			if err := c.copyTree(dst, j.Files[dst]); err != nil {
 				return fmt.Errorf("write initramfs %s: job %s: %w", file, j.Name, err)
 			}

@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/control"
+	"github.com/memcgd/memcgd/host"
+)
+
+// readyTimeout bounds how long a started daemon may take to answer on
+// its control socket: it recovers its journal and lists the managed
+// subtree first.
+const readyTimeout = 10 * time.Second
+
+// daemon is a `memcgd run` process and the files it works with, all in
+// one temporary directory. Stopped and started again, it keeps its
+// journal, overrides, socket path and log, as a restarted service does.
+type daemon struct {
+	t   testing.TB
+	bin string
+
+	config, journal, overrides, socket, log string
+	listen                                  string   // metrics address, a free loopback port
+	flags                                   []string // extra flags of memcgd run
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	err    error         // cmd.Wait's result, once exited is closed
+}
+
+// newDaemon prepares a daemon running with the config text cfg. It does
+// not start it.
+func newDaemon(t testing.TB, cfg string, flags ...string) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	d := &daemon{
+		t: t, bin: memcgdBinary(t),
+		config:    filepath.Join(dir, "config.yaml"),
+		journal:   filepath.Join(dir, "state", "journal"),
+		overrides: filepath.Join(dir, "state", "overrides.json"),
+		socket:    filepath.Join(dir, "run", "control.sock"),
+		log:       filepath.Join(dir, "memcgd.log"),
+		listen:    freePort(t),
+		flags:     flags,
+	}
+	d.setConfig(cfg)
+	t.Cleanup(func() {
+		if d.running() {
+			d.signal(syscall.SIGTERM)
+			d.wait(readyTimeout)
+		}
+		if t.Failed() {
+			t.Logf("daemon log (%s):\n%s", d.log, tail(d.logText(), 60))
+		}
+	})
+	return d
+}
+
+// managedConfig is a config managing the subtree at under, with no limit
+// required, and the defaults given as YAML flow-map entries.
+func managedConfig(under host.Cgroup, defaults string) string {
+	return fmt.Sprintf("version: 1\nmanage: {under: %s, limited_only: false}\ndefaults: {%s}\n", under, defaults)
+}
+
+// setConfig writes the config file the daemon reads at start and on
+// SIGHUP.
+func (d *daemon) setConfig(cfg string) {
+	d.t.Helper()
+	if err := os.WriteFile(d.config, []byte(cfg), 0o600); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// freePort returns a loopback address with a port nothing listens on.
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// start runs the daemon and returns once it answers on its control
+// socket, which it opens only after undoing what its journal holds.
+func (d *daemon) start() {
+	d.t.Helper()
+	if d.running() {
+		d.t.Fatal("daemon: start while running")
+	}
+	logf, err := os.OpenFile(d.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer logf.Close()
+	args := append([]string{"--config", d.config, "run",
+		"--journal", d.journal, "--overrides", d.overrides,
+		"--socket", d.socket, "--listen", d.listen}, d.flags...)
+	d.cmd = exec.Command(d.bin, args...)
+	d.cmd.Stderr, d.cmd.Stdout = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatalf("start memcgd: %v", err)
+	}
+	exited := make(chan struct{})
+	d.exited = exited
+	go func(cmd *exec.Cmd) {
+		d.err = cmd.Wait()
+		close(exited)
+	}(d.cmd)
+
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if c, err := control.Dial(d.socket); err == nil {
+			c.Close()
+			return
+		}
+		if !d.running() {
+			d.t.Fatalf("memcgd run exited before answering on %s: %v; log:\n%s", d.socket, d.err, tail(d.logText(), 30))
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("memcgd run: no answer on %s after %v; log:\n%s", d.socket, readyTimeout, tail(d.logText(), 30))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pid is the running daemon's process id.
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+// running reports whether the daemon process has not exited.
+func (d *daemon) running() bool {
+	if d.exited == nil {
+		return false
+	}
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the daemon.
+func (d *daemon) signal(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatalf("signal %v to memcgd: %v", sig, err)
+	}
+}
+
+// wait waits up to timeout for the daemon to exit and returns its exit
+// error (nil for status 0).
+func (d *daemon) wait(timeout time.Duration) error {
+	d.t.Helper()
+	select {
+	case <-d.exited:
+		return d.err
+	case <-time.After(timeout):
+		d.t.Fatalf("memcgd did not exit within %v; log:\n%s", timeout, tail(d.logText(), 30))
+		return nil
+	}
+}
+
+// kill ends the daemon with SIGKILL, as a crash does, and reaps it.
+func (d *daemon) kill() {
+	d.t.Helper()
+	d.signal(syscall.SIGKILL)
+	err := d.wait(readyTimeout)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		d.t.Fatalf("memcgd after SIGKILL: %v, want killed by SIGKILL", err)
+	}
+}
+
+// stop ends the daemon with SIGTERM and checks it exits with status 0.
+func (d *daemon) stop() {
+	d.t.Helper()
+	d.signal(syscall.SIGTERM)
+	if err := d.wait(readyTimeout); err != nil {
+		d.t.Fatalf("memcgd after SIGTERM: %v, want exit status 0; log:\n%s", err, tail(d.logText(), 30))
+	}
+}
+
+// logText is everything the daemon's runs have logged.
+func (d *daemon) logText() string {
+	b, err := os.ReadFile(d.log)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitLog waits up to timeout for a log line, written after the log held
+// from bytes, that contains every one of words, and returns it.
+func (d *daemon) waitLog(from int, timeout time.Duration, words ...string) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		text := d.logText()
+		if from < len(text) {
+			for line := range strings.Lines(text[from:]) {
+				if containsAll(line, words) {
+					return strings.TrimSpace(line), true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.SplitAfter(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}
+
+// client runs the memcgd command line (stat, get, set) against the
+// daemon's socket and returns its standard output and error.
+func (d *daemon) client(cred *syscall.Credential, args ...string) (stdout, stderr string, err error) {
+	d.t.Helper()
+	cmd := exec.Command(d.bin, args...)
+	cmd.Dir = "/"
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// stat returns `memcgd stat --json` of cg from the daemon, by field name;
+// a field the kernel lacks is absent.
+func (d *daemon) stat(cg host.Cgroup) map[string]uint64 {
+	d.t.Helper()
+	out, errOut, err := d.client(nil, "stat", "--socket", d.socket, "--json", string(cg))
+	if err != nil {
+		d.t.Fatalf("memcgd stat %s: %v: %s", cg, err, errOut)
+	}
+	var reports []struct {
+		Cgroup host.Cgroup        `json:"cgroup"`
+		Stats  map[string]*uint64 `json:"stats"`
+	}
+	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+		d.t.Fatalf("memcgd stat %s: %v in %q", cg, err, out)
+	}
+	if len(reports) != 1 || reports[0].Cgroup != cg {
+		d.t.Fatalf("memcgd stat %s: got %q, want that cgroup's report only", cg, out)
+	}
+	m := make(map[string]uint64, len(reports[0].Stats))
+	for k, v := range reports[0].Stats {
+		if v != nil {
+			m[k] = *v
+		}
+	}
+	return m
+}
+
+// settings is `memcgd get --json`: the knobs in force, those set by
+// `memcgd set`, and the thresholds and watermarks in bytes.
+type settings struct {
+	Knobs     map[string]string `json:"knobs"`
+	Overrides map[string]string `json:"overrides"`
+	Bytes     map[string]uint64 `json:"bytes"`
+}
+
+// get returns `memcgd get --json` of cg from the daemon.
+func (d *daemon) get(cg host.Cgroup) settings {
+	d.t.Helper()
+	out, errOut, err := d.client(nil, "get", "--socket", d.socket, "--json", string(cg))
+	if err != nil {
+		d.t.Fatalf("memcgd get %s: %v: %s", cg, err, errOut)
+	}
+	var s settings
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		d.t.Fatalf("memcgd get %s: %v in %q", cg, err, out)
+	}
+	return s
+}
+
+// managedCount returns how many cgroups the daemon reports on.
+func (d *daemon) managedCount() (int, error) {
+	c, err := control.Dial(d.socket)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	rs, err := c.Stat(d.t.Context(), "")
+	return len(rs), err
+}

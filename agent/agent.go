@@ -26,6 +26,9 @@ const (
 	// cgroup's reclaim cannot hold a worker while others wait: workers go
 	// round-robin over the active cgroups between steps.
 	DefaultReclaimStep = 8 << 20
+	// RecheckInterval is how soon an idle cgroup holding dirty pages over
+	// half its background threshold is looked at again.
+	RecheckInterval = time.Second
 )
 
 // Options configure an Agent.
@@ -70,8 +73,12 @@ type Agent struct {
 	cfg     *config.Config
 	cgroups map[host.Cgroup]*cgroupState
 	rescan  chan struct{}
+	restep  chan struct{}    // a reload: step every cgroup under the new config
 	kick    chan host.Cgroup // a cgroup whose settings changed
 	pauses  sync.WaitGroup
+
+	ancMu     sync.Mutex // guards ancestors
+	ancestors map[host.Cgroup]observed
 }
 
 // pauseResult reports a finished pause.
@@ -108,6 +115,7 @@ type stepResult struct {
 	vanish  bool
 	resched time.Duration // when active: delay before the next step
 	pause   time.Duration // a throttle pause to take before the next step
+	recheck time.Duration // when idle: look again after this, watch or not
 }
 
 // New returns an agent; it does nothing until Run.
@@ -135,15 +143,17 @@ func New(o Options) (*Agent, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Agent{
-		opts:    o,
-		log:     log,
-		work:    make(chan *cgroupState),
-		done:    make(chan stepResult, o.Workers),
-		cfg:     o.Config,
-		cgroups: map[host.Cgroup]*cgroupState{},
-		rescan:  make(chan struct{}, 1),
-		paused:  make(chan pauseResult, o.Workers),
-		kick:    make(chan host.Cgroup, 16),
+		opts:      o,
+		log:       log,
+		work:      make(chan *cgroupState),
+		done:      make(chan stepResult, o.Workers),
+		cfg:       o.Config,
+		cgroups:   map[host.Cgroup]*cgroupState{},
+		rescan:    make(chan struct{}, 1),
+		restep:    make(chan struct{}, 1),
+		ancestors: map[host.Cgroup]observed{},
+		paused:    make(chan pauseResult, o.Workers),
+		kick:      make(chan host.Cgroup, 16),
 	}, nil
 }
 
@@ -152,7 +162,12 @@ func (a *Agent) Reload(c *config.Config) {
 	a.mu.Lock()
 	a.cfg = c
 	a.mu.Unlock()
-	a.requestScan()
+	// Every cgroup, idle ones too, must take the new thresholds now (and
+	// re-arm its watch on them), not at the next audit.
+	select {
+	case a.restep <- struct{}{}:
+	default:
+	}
 }
 
 func (a *Agent) requestScan() {
@@ -299,6 +314,8 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.scan(ctx, enqueue, false)
 		case <-a.rescan:
 			a.scan(ctx, enqueue, false)
+		case <-a.restep:
+			a.scan(ctx, enqueue, true)
 		case <-audit.C:
 			a.scan(ctx, enqueue, true)
 		}
@@ -336,7 +353,11 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 		heap.Push(timers, timerEntry{at: time.Now().Add(r.resched), st: st})
 		return
 	}
-	st.scheduled = false
+	if r.recheck > 0 {
+		heap.Push(timers, timerEntry{at: time.Now().Add(r.recheck), st: st})
+	} else {
+		st.scheduled = false
+	}
 	if a.opts.Watcher != nil && r.wake != st.wake {
 		if err := a.opts.Watcher.Watch(st.cg, host.Wake{UsageAbove: r.wake}); err != nil {
 			a.log.Warn("watch", "cgroup", st.cg, "err", err)
@@ -468,9 +489,13 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 		c.FlushBytes += s.Dirty
 		vanished = fail("flush", err)
 	case d.WriteOut:
-		_, err := h.WriteOut(ctx, st.cg)
-		c.WriteOuts++
-		c.WriteOutBytes += s.Dirty
+		w, err := h.WriteOut(ctx, st.cg)
+		if w.Files > 0 {
+			// Only write-outs that found files count: the dirty pages
+			// of files no task holds open are out of its reach.
+			c.WriteOuts++
+			c.WriteOutBytes += w.Bytes
+		}
 		vanished = fail("write out", err)
 	}
 	if d.Reclaim > 0 && !vanished {
@@ -490,7 +515,14 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	a.setStatus(st, s, eff, h.Now())
 	a.addCounters(st, c)
 	r := stepResult{st: st, wake: wakeAt(s, eff), resched: a.opts.ActiveInterval}
-	r.active = !d.Idle() || s.DirtyAndWriteback() > eff.Dirty.Background
+	dirty := s.DirtyAndWriteback()
+	r.active = !d.Idle() || dirty > 0 && dirty >= eff.Dirty.Background
+	if !r.active && eff.Dirty.Background != memcg.NoLimit && s.Dirty > eff.Dirty.Background/2 {
+		// Rewriting cached pages dirties them without charging new
+		// ones, which no watch sees: look again soon while the cgroup
+		// holds dirty pages near its threshold.
+		r.recheck = RecheckInterval
+	}
 	if d.Pause > 0 && !st.noFreezer {
 		r.pause = d.Pause
 	}
@@ -535,18 +567,48 @@ func (a *Agent) managed(chain []memcg.Stat) bool {
 }
 
 // ancestry observes cg and its ancestors, root first, with their knobs.
+// An ancestor read within the last ActiveInterval is reused: siblings
+// stepped together share their parents, and an audit of thousands of
+// cgroups would otherwise read the same few ancestors thousands of times.
 func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []memcg.Knobs, error) {
 	paths := Ancestors(cg)
 	chain := make([]memcg.Stat, len(paths))
 	knobs := make([]memcg.Knobs, len(paths))
+	now := a.opts.Host.Now()
 	for i, p := range paths {
-		s, err := a.opts.Host.Observe(ctx, p)
-		if err != nil {
-			return nil, nil, err
+		self := i == len(paths)-1
+		s, ok := a.cachedAncestor(p, now)
+		if self || !ok {
+			var err error
+			if s, err = a.opts.Host.Observe(ctx, p); err != nil {
+				return nil, nil, err
+			}
+			if !self {
+				a.ancMu.Lock()
+				a.ancestors[p] = observed{s, now}
+				a.ancMu.Unlock()
+			}
 		}
 		chain[i], knobs[i] = s, a.Knobs(p)
 	}
 	return chain, knobs, nil
+}
+
+// observed is an ancestor's reading and when it was taken.
+type observed struct {
+	stat memcg.Stat
+	at   time.Time
+}
+
+func (a *Agent) cachedAncestor(p host.Cgroup, now time.Time) (memcg.Stat, bool) {
+	a.ancMu.Lock()
+	defer a.ancMu.Unlock()
+	o, ok := a.ancestors[p]
+	if !ok || now.Sub(o.at) >= a.opts.ActiveInterval {
+		delete(a.ancestors, p)
+		return memcg.Stat{}, false
+	}
+	return o.stat, true
 }
 
 // Ancestors returns cg's path and its ancestors', root first.

@@ -36,7 +36,23 @@ func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, e
 	for len(stack) > 0 {
 		cg := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		entries, err := readDir(h.Dir(cg))
+		dir := h.Dir(cg)
+		// A cgroup directory's link count is 2 plus its child cgroups
+		// (fs/kernfs/inode.c kernfs_refresh_inode: subdirs + 2). Most
+		// cgroups are leaves: one stat spares reading ~30 entries of
+		// control files, the bulk of an idle daemon's scan.
+		var st syscall.Stat_t
+		if err := syscall.Lstat(dir, &st); err != nil {
+			if isVanished(err) {
+				continue
+			}
+			return nil, fmt.Errorf("walk %s: stat %s: %w", under, dir, err)
+		}
+		if st.Nlink == 2 {
+			cgs = append(cgs, cg)
+			continue
+		}
+		entries, err := readDir(dir)
 		if isVanished(err) {
 			continue
 		}

@@ -135,25 +135,6 @@ func awaitReportAt(w *cgroupfs.Watcher, cg host.Cgroup, within time.Duration) (t
 	}
 }
 
-// watchDiskDir returns a temporary directory whose page cache is charged
-// and written back: not on tmpfs.
-func watchDiskDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		msg := "test needs page cache on a disk filesystem; " + dir + " is on tmpfs (set TMPDIR to a disk)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
-
 // watchUsage reads the charged memory of the cgroup at dir.
 func watchUsage(t testing.TB, l cgroupfs.Layout, dir string) uint64 {
 	t.Helper()
@@ -204,7 +185,7 @@ func openFiles(t testing.TB) int {
 
 func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := watchDiskDir(t)
+	disk := diskDir(t)
 	tests := []struct {
 		name       string
 		above      uint64 // UsageAbove, over the cgroup's usage before the write
@@ -269,7 +250,7 @@ func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 
 func TestWatchOfAnIdleCgroupIsQuiet(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := watchDiskDir(t)
+	disk := diskDir(t)
 	c := cgrouptest.New(t, l, 256*watchMiB)
 	// Charge some page cache first, so that the threshold sits above a
 	// cgroup that is in use, not empty.
@@ -286,7 +267,7 @@ func TestWatchOfAnIdleCgroupIsQuiet(t *testing.T) {
 
 func TestWatchDoesNotReportUsageFallingBelowItsThreshold(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := watchDiskDir(t)
+	disk := diskDir(t)
 	c := cgrouptest.New(t, l, 256*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{UsagePoll: 200 * time.Millisecond})
 	file := filepath.Join(disk, "data")
@@ -311,7 +292,7 @@ func TestWatchDoesNotReportUsageFallingBelowItsThreshold(t *testing.T) {
 
 func TestWatchReportsLimitReclaim(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := watchDiskDir(t)
+	disk := diskDir(t)
 	c := cgrouptest.New(t, l, 32*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{})
 	// No usage threshold: only reclaim (v1 vmpressure), memory.events.local
@@ -330,7 +311,7 @@ func TestWatchReportsLimitReclaim(t *testing.T) {
 
 func TestWatchCoalescesReportsUntilReceived(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := watchDiskDir(t)
+	disk := diskDir(t)
 	c := cgrouptest.New(t, l, 32*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{})
 	if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit}); err != nil {

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
@@ -162,13 +162,7 @@ func collect(ctx context.Context, h host.Host, cfg *config.Config, cgs []host.Cg
 
 // ancestry observes cg and its ancestors, root first, with their knobs.
 func ancestry(cg host.Cgroup, cfg *config.Config, observe func(host.Cgroup) (memcg.Stat, error)) ([]memcg.Stat, []memcg.Knobs, error) {
-	var paths []host.Cgroup
-	for p := string(cg); ; p = path.Dir(p) {
-		paths = append([]host.Cgroup{host.Cgroup(p)}, paths...)
-		if p == "/" {
-			break
-		}
-	}
+	paths := agent.Ancestors(cg)
 	chain := make([]memcg.Stat, len(paths))
 	knobs := make([]memcg.Knobs, len(paths))
 	for i, p := range paths {

@@ -14,6 +14,9 @@ const bandwidthPeriod = 4096 * time.Millisecond
 type bandwidth struct {
 	bw  float64 // write_bandwidth, bytes/s
 	avg float64 // avg_write_bandwidth, bytes/s
+	// drainMeasured says a drain has been measured: until then the
+	// estimate is INIT_BW or counters folded slowly into it, a guess.
+	drainMeasured bool
 }
 
 func newBandwidth() bandwidth { return bandwidth{bw: InitBW, avg: InitBW} }
@@ -40,4 +43,25 @@ func (b *bandwidth) update(written uint64, elapsed time.Duration) {
 		b.avg += (old - b.avg) / 8
 	}
 	b.avg = max(b.avg, 1)
+}
+
+// drained folds in a measured drain: bytes written while the cgroup was
+// frozen, over the time it was frozen. With the writer stopped the device
+// was writing the cgroup's pages all along, so this is the cleanest
+// sample there is. The first one replaces the estimate outright: INIT_BW
+// is a guess (a 200 MB/s disk would be paced at half speed for seconds
+// while a 4 s average forgot it); later ones are averaged as the kernel
+// averages. A drain of nothing says nothing (writeback stalled, or the
+// counters did not move) and is not learnt from.
+func (b *bandwidth) drained(written uint64, frozen time.Duration) {
+	if written == 0 || frozen <= 0 {
+		return
+	}
+	if !b.drainMeasured {
+		b.drainMeasured = true
+		rate := float64(written) / frozen.Seconds()
+		b.bw, b.avg = rate, rate
+		return
+	}
+	b.update(written, frozen)
 }

@@ -13,26 +13,6 @@ import (
 // MIN_WB_DIRTY_PAGES) return;").
 const MinWbDirtyPages = 64
 
-// Input is one observation of a cgroup with its effective settings.
-type Input struct {
-	// Now is the time of the observation, from the host's clock.
-	Now time.Time
-	// Stat is the cgroup's state.
-	Stat memcg.Stat
-	// Dirty are its effective dirty thresholds (memcg.EffectiveDirtyLimits).
-	Dirty memcg.DirtyLimits
-	// Watermarks are its reclaim watermarks (memcg.Knobs.Watermarks).
-	Watermarks memcg.Watermarks
-	// WritebackFirst is seed 000's switch.
-	WritebackFirst bool
-	// Lead is how long until the cgroup will next be looked at. The
-	// kernel's kswapd reacts within microseconds; a userspace one reacts
-	// a step later, so it must keep free above the watermarks for that
-	// long at the cgroup's recent rate of growth. Zero is the kernel's
-	// behaviour.
-	Lead time.Duration
-}
-
 // Controller holds what the three controllers remember of one cgroup
 // between observations. The zero value is not ready; use NewController.
 // A Controller is not safe for concurrent use.
@@ -44,7 +24,7 @@ type Controller struct {
 	lastOut uint64    // written-bytes counter then
 
 	bw bandwidth
-	// domainLimit is the trailing hard limit of domachargedupdate_dirty_limit().
+	// domainLimit is the trailing hard limit of domain_update_dirty_limit().
 	domainLimit uint64
 	limitStamp  time.Time
 
@@ -59,6 +39,14 @@ type Controller struct {
 	// like the write bandwidth; lastUsage is usage at the last step.
 	growth    float64
 	lastUsage uint64
+
+	// throttle is the closed-loop throttle's state (freeze.go).
+	throttle throttleState
+	// dirtyRate is the recent rate at which the cgroup dirtied pages
+	// while it ran, bytes/s (timing.go); quiet says it dirtied nothing
+	// since the last look.
+	dirtyRate float64
+	quiet     bool
 }
 
 // NewController returns a controller with the kernel's initial bandwidth.
@@ -66,11 +54,18 @@ func NewController() *Controller {
 	return &Controller{bw: newBandwidth()}
 }
 
+// DirtyRate is the current estimate of the rate at which the cgroup
+// dirties pages while it runs, bytes per second.
+func (c *Controller) DirtyRate() uint64 { return uint64(c.dirtyRate) }
+
 // WriteBandwidth is the current estimate of the rate at which the cgroup's
 // dirty data is written out, bytes per second.
 func (c *Controller) WriteBandwidth() uint64 { return uint64(c.bw.avg) }
 
-// Step takes one observation and decides what to do now.
+// Step takes one observation and decides what to do now and when to look
+// again. The driver must carry out every decision before the next Step:
+// the controller assumes the cgroup was frozen between a ThrottleFreeze
+// or ThrottleHold and the next observation, and ran otherwise.
 func (c *Controller) Step(in Input) Decision {
 	var d Decision
 	s := in.Stat
@@ -85,28 +80,33 @@ func (c *Controller) Step(in Input) Decision {
 	}
 
 	// Seed 004: past the freerun ceiling, throttle.
-	if dirty > in.Dirty.Freerun() && in.Dirty.Limit != memcg.NoLimit {
-		if p := c.pause(in, dirty); p > 0 {
-			d.Pause = p
-			d.Why |= ReasonThrottle
+	if in.Freezer != FreezerHeld {
+		c.endEpisode(in.Now, &d) // the driver can no longer hold a freeze
+	}
+	switch in.Freezer {
+	case FreezerHeld:
+		c.closedLoop(in, dirty, &d)
+	case FreezerTimed:
+		c.openLoop(in, dirty, &d)
+	case FreezerNone:
+		if in.Dirty.Limit != memcg.NoLimit && dirty >= c.freezeLevel(in) {
+			d.Why |= ReasonThrottle // due, but nothing can stop the tasks
 		}
-	} else {
-		c.dirtied = 0
-		c.pausedWhen = in.Now
 	}
 
 	// Seed 001: kswapd wakes when free drops below low and runs until
 	// free reaches high. Both marks are raised by what the cgroup will
-	// charge within Lead at its recent rate, so that free is still above
-	// them when the next step comes; for the kernel (Lead 0) they are the
-	// marks themselves.
+	// charge over the horizon at its recent rate, so that free is still
+	// above them when the next step comes; for the kernel (no horizon)
+	// they are the marks themselves.
 	free := s.Free()
-	ahead := uint64(c.growth * in.Lead.Seconds())
+	ahead := uint64(c.growth * in.horizon().Seconds())
 	w := in.Watermarks
 	switch {
 	case !w.Enabled() || free >= w.High+ahead:
 		c.reclaiming = false
 	case free < w.Low+ahead:
+		d.ReclaimStart = !c.reclaiming
 		c.reclaiming = true
 	}
 	if c.reclaiming {
@@ -132,7 +132,22 @@ func (c *Controller) Step(in Input) Decision {
 	if d.Flush {
 		d.WriteOut = false // a flush covers the cgroup's own files
 	}
+	c.timing(in, dirty, ahead, &d)
 	return d
+}
+
+// openLoop is the throttle of a driver that cannot hold a freeze: a pause
+// sized in advance (throttle.go).
+func (c *Controller) openLoop(in Input, dirty uint64, d *Decision) {
+	if dirty > in.Dirty.Freerun() && in.Dirty.Limit != memcg.NoLimit {
+		if p := c.pause(in, dirty); p > 0 {
+			d.Pause = p
+			d.Why |= ReasonThrottle
+		}
+		return
+	}
+	c.dirtied = 0
+	c.pausedWhen = in.Now
 }
 
 // account updates the bandwidth estimate, the bytes dirtied since the
@@ -170,6 +185,10 @@ func (c *Controller) account(in Input, dirty uint64) {
 	case s.Counters.HasDirtied:
 		dirtied = sat(dirtiedCtr, c.lastIn)
 		written = sat(c.lastD+dirtied, dirty)
+	case c.throttle.frozen:
+		// Frozen, nothing dirties: the fall of dirty+writeback is
+		// what the device wrote, a measurement.
+		written = sat(c.lastD, dirty)
 	default:
 		// Nothing counts dirtying: the growth of dirty+writeback plus
 		// what the device cleaned meanwhile at the estimated rate; an
@@ -177,9 +196,14 @@ func (c *Controller) account(in Input, dirty uint64) {
 		dirtied = sat(dirty+uint64(c.bw.avg*elapsed.Seconds()), c.lastD)
 		measured = false
 	}
-	// Like wb_bandwidth_estimate_start(), learn only while there is
-	// something to write, so idle time does not deflate the estimate.
-	if measured && (written > 0 || dirty > 0) {
+	switch {
+	case c.throttle.frozen:
+		// The drain is learnt whole when the cgroup is thawed.
+		c.throttle.frozenBytes += written
+	case measured && (written > 0 || dirty > 0):
+		// Like wb_bandwidth_estimate_start(), learn only while there
+		// is something to write, so idle time does not deflate the
+		// estimate.
 		c.bw.update(written, elapsed)
 	}
 	c.dirtied += dirtied
@@ -187,6 +211,15 @@ func (c *Controller) account(in Input, dirty uint64) {
 		dirtied = 0 // an assumed rate says nothing of charging
 	}
 	c.updateGrowth(s.Usage, dirtied, elapsed)
+	if !c.throttle.frozen {
+		// Without counters, the rise of dirty+writeback is the least
+		// the cgroup can have dirtied.
+		rated := dirtied
+		if !measured {
+			rated = sat(dirty, c.lastD)
+		}
+		c.updateDirtyRate(rated, elapsed)
+	}
 	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
 	c.updateDomainLimit(in)
 }
@@ -207,7 +240,7 @@ func (c *Controller) updateGrowth(usage, dirtied uint64, elapsed time.Duration) 
 	c.lastUsage = usage
 }
 
-// updateDomainLimit is domachargedupdate_dirty_limit(): the hard limit rises
+// updateDomainLimit is domain_update_dirty_limit(): the hard limit rises
 // to the threshold at once and falls towards max(thresh, dirty) by 1/32
 // of the gap per BandwidthInterval, so a shrinking limit does not stop
 // writers dead.

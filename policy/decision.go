@@ -1,8 +1,10 @@
 // Package policy is memcgd's three controllers as a pure state machine:
 // per cgroup, an observation goes in and a decision comes out (write out
-// the cgroup's files, flush everything, reclaim N bytes, pause the cgroup
-// for d), with no files, clocks or goroutines. The agent's loop performs
-// the decisions on a host.Host: the real kernel or the simulator.
+// the cgroup's files, flush everything, reclaim N bytes, freeze or thaw
+// the cgroup, when to look again and at which thresholds to be woken),
+// with no files, clocks or goroutines. As raft's Ready, a Decision holds
+// everything the driver must do; the agent's loop only carries it out on
+// a host.Host: the real kernel or the simulator.
 package policy
 
 import (
@@ -17,7 +19,7 @@ const (
 	// ReasonBackground: dirty pages past dirty_background (seed 004).
 	ReasonBackground Reason = 1 << iota
 	// ReasonThrottle: dirty and writeback pages past the freerun ceiling
-	// (seed 004, balance_dirty_pages).
+	// (seed 004, balance_dirty_pages), or a throttle in progress.
 	ReasonThrottle
 	// ReasonWatermark: free below the low watermark, and still below the
 	// high one (seed 001).
@@ -43,9 +45,61 @@ func (r Reason) String() string {
 	return strings.Join(parts, ",")
 }
 
-// Decision is what to do for one cgroup now. The agent does it in the
-// order of the fields: write-out or flush first so reclaim finds clean
-// pages, then reclaim, then the pause.
+// Throttle is what the closed-loop throttle asks of the freezer now
+// (Input.Freezer == FreezerHeld). The driver keeps no throttle state of
+// its own beyond carrying these out.
+type Throttle uint8
+
+const (
+	// ThrottleNone: leave the freezer alone (the cgroup is not frozen).
+	ThrottleNone Throttle = iota
+	// ThrottleFreeze: freeze the cgroup now and keep it frozen.
+	ThrottleFreeze
+	// ThrottleHold: the cgroup is frozen; keep it frozen. HoldFor bounds
+	// how long without a new decision.
+	ThrottleHold
+	// ThrottleThaw: thaw the cgroup now. The episode may stay open
+	// (Episode) for a refreeze.
+	ThrottleThaw
+)
+
+func (t Throttle) String() string {
+	switch t {
+	case ThrottleNone:
+		return "none"
+	case ThrottleFreeze:
+		return "freeze"
+	case ThrottleHold:
+		return "hold"
+	case ThrottleThaw:
+		return "thaw"
+	}
+	return "throttle(?)"
+}
+
+// Wake are the thresholds at which the driver's watcher must report the
+// cgroup, so that the policy need not poll it. Both hold after every
+// Step; the driver re-arms its watch whenever they change, whether the
+// cgroup is active or not. memcg.NoLimit never reports.
+type Wake struct {
+	// UsageAbove reports the cgroup once its usage (memory.current,
+	// memory.usage_in_bytes) rises above this many bytes: before it can
+	// reach its dirty background threshold by charging new pages, or its
+	// low watermark.
+	UsageAbove uint64
+	// DirtiedAbove reports the cgroup once its tasks have dirtied more
+	// than this many bytes of page cache since the observation this
+	// decision answers, counting re-dirtied cached pages too (the eBPF
+	// tracker). The driver arms its tracker at the counter it read with
+	// that observation plus DirtiedAbove. Only a driver with
+	// Input.Tracker uses it.
+	DirtiedAbove uint64
+}
+
+// Decision is what to do for one cgroup now and when to look again. The
+// agent does it in the order of the fields: write-out or flush first so
+// reclaim finds clean pages, then reclaim, then the throttle; then it
+// arms Wake and schedules NextLook.
 type Decision struct {
 	// WriteOut starts write-out of the cgroup's own files.
 	WriteOut bool
@@ -54,13 +108,54 @@ type Decision struct {
 	Flush bool
 	// Reclaim is the bytes to reclaim in the background.
 	Reclaim uint64
-	// Pause is how long to stop the cgroup's tasks.
+	// ReclaimStart says this step starts a background reclaim run (seed
+	// 001's kswapd wakes): the driver counts runs by it and keeps no
+	// kswapd state of its own.
+	ReclaimStart bool
+
+	// Pause is how long to stop the cgroup's tasks, open loop. Only with
+	// Input.Freezer == FreezerTimed, a driver that cannot hold a freeze
+	// across steps: it stops the cgroup for Pause, resumes it, and steps
+	// it again then (NextLook == Pause).
 	Pause time.Duration
+
+	// Throttle is the closed-loop throttle's freezer action, with
+	// Input.Freezer == FreezerHeld; ThrottleNone otherwise.
+	Throttle Throttle
+	// HoldFor, with ThrottleFreeze or ThrottleHold, is the longest the
+	// cgroup may stay frozen from now without a new decision: what is
+	// left of MaxPause since the freeze. The driver thaws on its own when
+	// it passes (a late step must not extend a pause), and steps the
+	// cgroup then.
+	HoldFor time.Duration
+	// Episode says a throttle episode is open: from a ThrottleFreeze
+	// until the cgroup has stayed thawed for EpisodeLinger below the
+	// freeze level. Freezes and thaws within it are one episode (one
+	// journal record); the first decision with Episode false after true
+	// ends it. The cgroup is never frozen when Episode is false.
+	Episode bool
+	// Paused, with ThrottleThaw, is how long the cgroup was frozen, by
+	// the observations' clock: the measured drain.
+	Paused time.Duration
+
+	// Active says the controller is working on the cgroup (a throttle
+	// episode, reclaim, write-out, dirty past the background threshold,
+	// or dirtying fast enough to be polled): the status shows it.
+	Active bool
+	// NextLook is when to step the cgroup again, counted from this
+	// observation, whether or not a watch reports it; 0 means only when
+	// the watcher reports it (or the driver's slow safety scan).
+	NextLook time.Duration
+	// Wake are the watcher's thresholds.
+	Wake Wake
+
 	// Why records the reasons.
 	Why Reason
 }
 
-// Idle reports whether the decision does nothing.
+// Idle reports whether the decision does nothing now: no write-out,
+// flush, reclaim, pause or freezer action (ThrottleHold is an action:
+// the cgroup stays frozen).
 func (d Decision) Idle() bool {
-	return !d.WriteOut && !d.Flush && d.Reclaim == 0 && d.Pause == 0
+	return !d.WriteOut && !d.Flush && d.Reclaim == 0 && d.Pause == 0 && d.Throttle == ThrottleNone
 }

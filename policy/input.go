@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// Freezer says how the driver can stop a cgroup's tasks.
+type Freezer uint8
+
+const (
+	// FreezerTimed: the driver can stop the cgroup only for a given time
+	// (host.Host.Pause), not hold a freeze across steps. The throttle is
+	// then open loop: Decision.Pause, sized by balance_dirty_pages()'s
+	// arithmetic. The zero value, so that a driver that says nothing
+	// keeps the old behaviour.
+	FreezerTimed Freezer = iota
+	// FreezerHeld: the driver can freeze the cgroup, keep it frozen
+	// across steps and thaw it when told (Decision.Throttle): the
+	// closed-loop throttle.
+	FreezerHeld
+	// FreezerNone: nothing can stop the cgroup's tasks (a v1 cgroup with
+	// no freezer). The policy still writes out and reclaims; Why says
+	// ReasonThrottle where a throttle was due.
+	FreezerNone
+)
+
+// Input is one observation of a cgroup with its effective settings and
+// what the driver can do.
+type Input struct {
+	// Now is the time of the observation, from the host's clock.
+	Now time.Time
+	// Stat is the cgroup's state.
+	Stat memcg.Stat
+	// Dirty are its effective dirty thresholds (memcg.EffectiveDirtyLimits).
+	Dirty memcg.DirtyLimits
+	// Watermarks are its reclaim watermarks (memcg.Knobs.Watermarks).
+	Watermarks memcg.Watermarks
+	// WritebackFirst is seed 000's switch.
+	WritebackFirst bool
+
+	// Tracker says a fast dirty tracker is in force for the cgroup: the
+	// watcher reports it once it has dirtied Decision.Wake.DirtiedAbove
+	// bytes (the eBPF tracker), so a dirtying cgroup need not be polled.
+	// Without it (the fallback) the policy polls a dirtying cgroup at an
+	// interval derived from its dirtying rate (Decision.NextLook).
+	Tracker bool
+	// Reaction is the driver's reaction delay: from a report by the
+	// watcher, or NextLook passing, to the step it triggers (queueing,
+	// reading the cgroup). It is thus also the least time from one step
+	// to the next. The policy anticipates it: it freezes a cgroup that
+	// would pass the limit within Reaction at its recent dirtying rate,
+	// thaws one the device would bring to freerun within Reaction, arms
+	// the tracker that much early, and keeps free memory for the growth
+	// over it (with ActiveInterval). Zero is the kernel's behaviour.
+	Reaction time.Duration
+	// ActiveInterval is the longest the driver wants between two looks
+	// at an active cgroup (the agent's --active-interval): the ceiling of
+	// NextLook for an active cgroup, and with Reaction the horizon over
+	// which the userspace kswapd anticipates growth. Zero means
+	// DefaultActiveInterval for NextLook and no horizon for kswapd.
+	ActiveInterval time.Duration
+	// Freezer says how the driver can stop the cgroup's tasks.
+	Freezer Freezer
+
+	// Lead is the kswapd horizon of drivers that predate Reaction and
+	// ActiveInterval: the horizon is the larger of Lead and
+	// Reaction + ActiveInterval.
+	//
+	// Deprecated: set Reaction and ActiveInterval.
+	Lead time.Duration
+}
+
+// activeInterval is ActiveInterval, or its default.
+func (in Input) activeInterval() time.Duration {
+	if in.ActiveInterval > 0 {
+		return in.ActiveInterval
+	}
+	return DefaultActiveInterval
+}
+
+// horizon is how far ahead the userspace kswapd must keep free memory:
+// the longest an active cgroup goes unobserved plus the reaction delay.
+func (in Input) horizon() time.Duration {
+	return max(in.Lead, in.Reaction+in.ActiveInterval)
+}

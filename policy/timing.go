@@ -1,0 +1,176 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// When to look again and at which thresholds to be woken. The driver
+// steps a cgroup when its watcher reports it or when NextLook passes,
+// and at nothing else but its slow safety scan; these rules are all the
+// timing there is.
+
+const (
+	// MinLook is the floor of NextLook and the resolution at which a
+	// frozen cgroup is watched draining: a millisecond, as the kernel
+	// checks a throttled writer every few pages.
+	MinLook = time.Millisecond
+	// LookFraction divides the gap between the freerun ceiling and the
+	// limit: at most 1/LookFraction of it may be dirtied unseen between
+	// two looks (the fallback interval) or before a tracker wake-up, so
+	// a writer overshoots the limit by at most a quarter of the band the
+	// throttle works in.
+	LookFraction = 4
+	// DefaultActiveInterval is the ceiling of NextLook for an active
+	// cgroup when the driver gives none (the agent's --active-interval).
+	DefaultActiveInterval = 50 * time.Millisecond
+	// RecheckInterval is how soon an idle cgroup holding dirty pages over
+	// half its background threshold is looked at again without a tracker:
+	// rewriting cached pages dirties them without charging new ones,
+	// which a usage watch does not see.
+	RecheckInterval = time.Second
+	// DirtyPollThresh is the least DirtiedAbove: the kernel's
+	// DIRTY_POLL_THRESH (mm/page-writeback.c, 128 KiB), the finest
+	// granularity at which it checks a dirtier, so that a cgroup a few
+	// pages short of a threshold does not take a wake-up per page.
+	DirtyPollThresh = 32 * memcg.PageSize
+	// rateWindow is how fast the dirtying rate estimate falls: it rises
+	// at once to a faster rate (a look too late costs overshoot) and
+	// falls over this window (a look too early costs only a step).
+	rateWindow = time.Second
+)
+
+// timing fills in when to look again, whether the cgroup is active and
+// the watcher's thresholds. ahead is the userspace kswapd's anticipated
+// growth, as in Step.
+func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
+	d.Wake = Wake{
+		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead),
+		DirtiedAbove: c.dirtiedWake(in, dirty),
+	}
+	if d.Pause > 0 {
+		// Open loop: the driver stops the cgroup and steps it again
+		// when the pause ends.
+		d.Active, d.NextLook = true, d.Pause
+		return
+	}
+	var look time.Duration
+	need := func(t time.Duration) {
+		t = max(t, MinLook)
+		if look == 0 || t < look {
+			look = t
+		}
+	}
+	bg := in.Dirty.Background
+	if c.throttle.frozen {
+		need(c.frozenLook(in, dirty))
+		d.Active = true
+	}
+	if !d.Idle() || dirty > 0 && dirty >= bg || c.throttle.episode {
+		need(in.activeInterval())
+		d.Active = true
+	}
+	if c.throttle.episode && !c.throttle.frozen {
+		// Close the episode on time even if nothing else looks.
+		need(EpisodeLinger - in.Now.Sub(c.throttle.thawedAt))
+	}
+	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.Freezer != FreezerNone && !c.throttle.frozen {
+		need(t)
+		d.Active = true
+	}
+	if look == 0 && !in.Tracker && bg != memcg.NoLimit && in.Stat.Dirty > bg/2 {
+		// Only a tracker sees cached pages dirtied again.
+		look = RecheckInterval
+	}
+	d.NextLook = look
+}
+
+// dirtySpan is the band the throttle works in: from the freerun ceiling
+// to the hard limit. Zero without a limit.
+func (c *Controller) dirtySpan(in Input) uint64 {
+	if in.Dirty.Limit == memcg.NoLimit {
+		return 0
+	}
+	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	return max(sat(limit, in.Dirty.Freerun()), memcg.PageSize)
+}
+
+// dirtyLook is the fallback's adaptive look interval for a dirtying
+// cgroup: the time it takes, at its recent dirtying rate, to dirty
+// 1/LookFraction of the gap between freerun and the limit, at least
+// MinLook. ok is false when the cgroup is quiet: it dirtied nothing since
+// the last look, or so slowly that the active interval (the ceiling)
+// already bounds what it dirties unseen; it is then left to the watcher
+// and the other rules.
+func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
+	span := c.dirtySpan(in)
+	if span == 0 || c.quiet || c.dirtyRate <= 0 {
+		return 0, false
+	}
+	allow := float64(span) / LookFraction
+	t = time.Duration(allow / c.dirtyRate * float64(time.Second))
+	if t >= in.activeInterval() {
+		return 0, false
+	}
+	return max(t, MinLook), true
+}
+
+// dirtiedWake is the tracker's threshold, in bytes dirtied from this
+// observation on: the least of
+//   - the room left to the freeze level, less what the cgroup dirties
+//     within the reaction delay: a tracker counts exactly, and dirtied
+//     bytes are an upper bound on the rise of dirty+writeback (the
+//     device writes meanwhile), so the wake-up comes before the limit and
+//     no earlier wake-up is needed; but never less than 1/LookFraction of
+//     the gap between freerun and the limit, which bounds the overshoot
+//     as the fallback interval does;
+//   - the room left to the background threshold (dirty alone, as
+//     wb_over_bg_thresh compares), which with a tracker replaces the
+//     recheck of cached pages dirtied again;
+//
+// and at least DirtyPollThresh. NoLimit when neither threshold is set.
+func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
+	wake := memcg.NoLimit
+	if span := c.dirtySpan(in); span > 0 && in.Freezer != FreezerNone {
+		room := sat(c.freezeLevel(in), dirty)
+		early := uint64(c.dirtyRate * in.Reaction.Seconds())
+		wake = max(sat(room, early), span/LookFraction)
+	}
+	if bg := in.Dirty.Background; bg != memcg.NoLimit && in.Stat.Dirty < bg {
+		wake = min(wake, bg-in.Stat.Dirty)
+	}
+	if wake == memcg.NoLimit {
+		return wake
+	}
+	return max(wake, DirtyPollThresh)
+}
+
+// wakeAt is the usage at which the watcher must report a cgroup: it
+// cannot reach its dirty background threshold before charging that many
+// new pages (dirtying cached pages is left to the tracker or the
+// recheck), nor the usage at which the userspace kswapd wakes (free below
+// low + ahead, see Step).
+func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64) uint64 {
+	wake := memcg.NoLimit
+	if bg := dl.Background; bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
+		wake = s.Usage + (bg - s.Dirty)
+	}
+	if w.Enabled() && s.Limit != memcg.NoLimit {
+		wake = min(wake, sat(sat(s.Limit, w.Low), ahead))
+	}
+	return wake
+}
+
+// updateDirtyRate folds in the bytes dirtied over an interval in which
+// the cgroup ran (not frozen).
+func (c *Controller) updateDirtyRate(dirtied uint64, elapsed time.Duration) {
+	c.quiet = dirtied == 0
+	rate := float64(dirtied) / elapsed.Seconds()
+	if rate >= c.dirtyRate {
+		c.dirtyRate = rate
+		return
+	}
+	w := min(float64(elapsed)/float64(rateWindow), 1)
+	c.dirtyRate = rate*w + c.dirtyRate*(1-w)
+}

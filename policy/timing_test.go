@@ -1,0 +1,120 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// Issue 7, items 4 and 6: the policy decides when to look again and at
+// which thresholds the watcher reports the cgroup. Limits dirty_bytes 16M,
+// dirty_background_bytes 8M: freerun 12 MiB, a 4 MiB gap to the limit, of
+// which a quarter (1 MiB) may be dirtied unseen.
+func TestWhenToLookAgain(t *testing.T) {
+	const never = memcg.NoLimit
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	tests := []struct {
+		name     string
+		limits   memcg.DirtyLimits
+		dirty    uint64        // memory.stat dirty, constant over the steps
+		dt       time.Duration // between steps
+		deltas   []uint64      // bytes dirtied between successive steps
+		tracker  bool
+		freezer  Freezer
+		reaction time.Duration
+
+		nextLook     time.Duration
+		active       bool
+		dirtiedAbove uint64 // 0: not checked
+	}{
+		{name: "an idle cgroup is left to its watch: no NextLook, not active",
+			dirty: 1 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: 0, active: false, dirtiedAbove: 7 * mib},
+		{name: "fallback: an idle cgroup holding dirty pages over half its background threshold is rechecked after RecheckInterval",
+			dirty: 5 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: RecheckInterval, active: false},
+		{name: "tracker: no recheck, the tracker reports cached pages dirtied again 3 MiB before the background threshold",
+			dirty: 5 * mib, dt: 10 * ms, deltas: []uint64{0}, tracker: true, nextLook: 0, active: false, dirtiedAbove: 3 * mib},
+		{name: "dirty at the background threshold: active, looked at every ActiveInterval",
+			dirty: 8 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: 50 * ms, active: true},
+		{name: "fallback: a writer at 100 MiB/s is looked at every 10 ms, the time it takes to dirty a quarter of the gap",
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, nextLook: (4 * mib / 4) * time.Second / (100 * mib), active: true},
+		{name: "fallback: a writer at 1.5 GB/s is looked at every MinLook, the floor",
+			dirty: 2 * mib, dt: 1 * ms, deltas: []uint64{1500000}, nextLook: 1 * ms, active: true},
+		{name: "fallback: the interval follows a writer that speeds up at once",
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{256 * 1024, 1 * mib}, nextLook: 10 * ms, active: true},
+		{name: "fallback: a writer at 10 MiB/s cannot dirty a quarter of the gap within the active interval: left to its watch",
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{100 * 1024}, nextLook: 0, active: false},
+		{name: "fallback: back to events when the cgroup dirtied nothing since the last look",
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib, 0}, nextLook: 0, active: false},
+		{name: "tracker: a writer at 100 MiB/s is not polled, the tracker reports it at the freeze level",
+			dirty: 10 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, tracker: true, nextLook: 50 * ms, active: true, dirtiedAbove: 6 * mib},
+		{name: "tracker: near the limit it still waits for a quarter of the gap",
+			dirty: 15*mib + 512*1024, dt: 10 * ms, deltas: []uint64{0}, tracker: true, nextLook: 50 * ms, active: true, dirtiedAbove: 1 * mib},
+		{name: "tracker: armed early by what the cgroup dirties within the reaction delay, on top of the freeze level's own anticipation",
+			dirty: 10 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, tracker: true, reaction: 1 * ms, nextLook: 50 * ms, active: true,
+			dirtiedAbove: 6*mib - 2*(100*mib/1000)},
+		{name: "without a freezer a dirtying cgroup is not polled, and the tracker only watches the background threshold",
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, freezer: FreezerNone, nextLook: 0, active: false, dirtiedAbove: 6 * mib},
+		{name: "no dirty limits: no dirtied-bytes wake-up and no polling",
+			limits: memcg.DirtyLimits{Background: never, Limit: never},
+			dirty:  2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, nextLook: 0, active: false, dirtiedAbove: never},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := tt.limits
+			if lim == (memcg.DirtyLimits{}) {
+				lim = limits
+			}
+			freezer := tt.freezer
+			if freezer == FreezerTimed {
+				freezer = FreezerHeld
+			}
+			c := NewController()
+			now, ctr := time.Unix(10, 0), uint64(0)
+			var d Decision
+			for _, delta := range append([]uint64{0}, tt.deltas...) {
+				ctr += delta
+				d = c.Step(Input{
+					Now:            now,
+					Stat:           memcg.Stat{Limit: 1 << 30, Usage: 64*mib + tt.dirty, File: 64*mib + tt.dirty, Dirty: tt.dirty, Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: ctr}},
+					Dirty:          lim,
+					Tracker:        tt.tracker,
+					Reaction:       tt.reaction,
+					ActiveInterval: 50 * ms,
+					Freezer:        freezer,
+				})
+				now = now.Add(tt.dt)
+			}
+			if d.NextLook != tt.nextLook || d.Active != tt.active {
+				t.Errorf("NextLook %v Active %v, want %v %v (dirty rate %d B/s)", d.NextLook, d.Active, tt.nextLook, tt.active, c.DirtyRate())
+			}
+			if tt.dirtiedAbove != 0 && d.Wake.DirtiedAbove != tt.dirtiedAbove {
+				t.Errorf("DirtiedAbove %d, want %d", d.Wake.DirtiedAbove, tt.dirtiedAbove)
+			}
+		})
+	}
+}
+
+func TestWakeAt(t *testing.T) {
+	dl := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	w := memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib}
+	tests := []struct {
+		name  string
+		s     memcg.Stat
+		ahead uint64
+		want  uint64
+	}{
+		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, 16 * mib},
+		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, 95 * mib},
+		{"no limit: the dirty threshold only", memcg.Stat{Limit: memcg.NoLimit, Usage: 10 * mib}, 0, 18 * mib},
+		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, 92 * mib},
+		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, 95 * mib},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := wakeAt(tt.s, dl, w, tt.ahead); got != tt.want {
+				t.Errorf("wakeAt = %d MiB, want %d MiB", got/mib, tt.want/mib)
+			}
+		})
+	}
+}

@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -18,9 +21,15 @@ import (
 // once on what it sees then.
 type simWorld struct {
 	writerRate, deviceRate float64 // bytes/s
-	limits                 memcg.DirtyLimits
-	tracker                bool
-	reaction               time.Duration
+	// writerSwing, when not zero, makes the writer's speed a new uniform
+	// draw from writerRate ± writerSwing every writerPeriod (a fixed
+	// seed): a writer the rate estimate cannot predict.
+	writerSwing  float64
+	writerPeriod time.Duration
+	limits       memcg.DirtyLimits
+	tracker      bool
+	reaction     time.Duration
+	trace        bool // t.Logf every step of the first 1.5 s
 }
 
 // simResult is what a run measured.
@@ -28,6 +37,7 @@ type simResult struct {
 	p99, maxDirty, meanDirty float64 // dirty+writeback, bytes
 	throughput               float64 // writer's bytes/s after the warm-up
 	steps, freezes           int
+	refreezes                int           // by the driver, at RunFor
 	maxFrozen                time.Duration // longest time frozen at a stretch
 	episodes                 int
 	bandwidth                uint64 // the controller's estimate at the end
@@ -48,7 +58,9 @@ func (w simWorld) run(t *testing.T) simResult {
 		dirty, dirtied, written float64
 		frozen                  bool
 		frozenSince, thawBy     time.Time
-		stepAt                  = start // the first look: the daemon's start-up scan
+		runUntil                time.Time     // thawed: the last decision's RunFor deadline
+		runAfter                time.Duration // frozen: the RunFor that follows HoldFor
+		stepAt                  = start   // the first look: the daemon's start-up scan
 		timerAt                 time.Time
 		usageAbove              = uint64(memcg.NoLimit)
 		dirtiedAbove            = math.Inf(1)
@@ -64,10 +76,16 @@ func (w simWorld) run(t *testing.T) simResult {
 		}
 	}
 	dt := simTick.Seconds()
+	rng := rand.New(rand.NewPCG(7, 11))
+	speed, speedUntil := w.writerRate, start
 	for now := start; now.Before(start.Add(simDuration)); now = now.Add(simTick) {
+		if w.writerSwing > 0 && !now.Before(speedUntil) {
+			speed = w.writerRate + w.writerSwing*(2*rng.Float64()-1)
+			speedUntil = now.Add(w.writerPeriod)
+		}
 		if !frozen {
-			dirty += w.writerRate * dt
-			dirtied += w.writerRate * dt
+			dirty += speed * dt
+			dirtied += speed * dt
 		}
 		out := min(dirty, w.deviceRate*dt)
 		dirty -= out
@@ -82,11 +100,24 @@ func (w simWorld) run(t *testing.T) simResult {
 			timerAt = time.Time{}
 			trigger(now.Add(w.reaction))
 		}
-		if frozen && !now.Before(thawBy) {
+		if frozen && now.After(thawBy) {
 			// HoldFor ran out with no new decision: the driver thaws
-			// on its own and steps the cgroup.
+			// the cgroup on its own, lets it run for the decision's
+			// RunFor if any, and steps it.
 			frozen = false
 			r.maxFrozen = max(r.maxFrozen, now.Sub(frozenSince))
+			if runAfter > 0 {
+				runUntil = now.Add(runAfter)
+			}
+			runAfter = 0
+			trigger(now.Add(w.reaction))
+		}
+		if !frozen && !runUntil.IsZero() && !now.Before(runUntil) {
+			// RunFor ran out with no new decision: the driver freezes
+			// the cgroup on its own, for MaxPause at most, and steps it.
+			runUntil = time.Time{}
+			frozen, frozenSince, thawBy = true, now, now.Add(MaxPause)
+			r.refreezes++
 			trigger(now.Add(w.reaction))
 		}
 		if !stepAt.IsZero() && !now.Before(stepAt) {
@@ -101,22 +132,32 @@ func (w simWorld) run(t *testing.T) simResult {
 				Reaction:       w.reaction,
 				ActiveInterval: DefaultActiveInterval,
 				Freezer:        FreezerHeld,
+				Frozen:         frozen,
 			})
+			if w.trace && now.Sub(start) < simDuration {
+				t.Logf("%8.2fms dirty %7.2f MiB frozen %v: %v hold %v run %v look %v ep %v bw %d rate %d", float64(now.Sub(start))/1e6, dirty/mib, frozen, d.Throttle, d.HoldFor, d.RunFor, d.NextLook, d.Episode, c.WriteBandwidth(), c.DirtyRate())
+			}
 			switch d.Throttle {
 			case ThrottleFreeze:
 				r.freezes++
 				frozen, frozenSince = true, now
-				thawBy = now.Add(d.HoldFor)
 			case ThrottleHold:
 				if !frozen {
 					t.Fatalf("%v: Hold of a cgroup that is not frozen", now.Sub(start))
 				}
-				thawBy = now.Add(d.HoldFor)
 			case ThrottleThaw:
 				if frozen {
 					r.maxFrozen = max(r.maxFrozen, now.Sub(frozenSince))
 				}
 				frozen = false
+			}
+			// Every decision replaces the driver's deadlines.
+			thawBy, runUntil, runAfter = time.Time{}, time.Time{}, 0
+			switch {
+			case frozen:
+				thawBy, runAfter = now.Add(d.HoldFor), d.RunFor
+			case d.RunFor > 0:
+				runUntil = now.Add(d.RunFor)
 			}
 			if frozen && !d.Episode {
 				t.Fatalf("%v: frozen outside an episode", now.Sub(start))
@@ -152,44 +193,53 @@ func (w simWorld) run(t *testing.T) simResult {
 	return r
 }
 
-// Issue 7, item 3, closed loop: a writer at 1.5 GB/s into a cgroup with a
-// 16 MiB dirty limit on a 200 MB/s device. The bounds are the issue's
-// targets (E2: p99 of dirty+writeback at most 1.25 × dirty_bytes; E1:
-// throughput at least 95 % of what the device can take); the model above
-// knows nothing of the policy but its decisions.
+// Issue 7, items 3 and 4, closed loop: a writer at 1.5 GB/s into a cgroup
+// with a 16 MiB dirty limit on a 200 MB/s device, driven by tracker
+// wake-ups or by the fallback interval, with a driver that reacts in 1 ms
+// or in 50 ms (the old active interval). The bounds are the issue's
+// targets, E2: p99 of dirty+writeback at most 1.25 × dirty_bytes; E1:
+// throughput at least 95 % of what the device takes. The model above
+// knows nothing of the policy but its decisions. Within 50 ms the writer
+// dirties 75 MB unseen, 4.5 × the limit: only the driver's RunFor timer
+// keeps the runs short; without it dirty grows without bound (a run of at
+// least the reaction delay per freeze of at most MaxPause: 75 MB in, 40
+// MB out).
 func TestClosedLoopHoldsTheLimitAtTheDevicesSpeed(t *testing.T) {
 	const (
 		writer = 1.5e9
 		device = 200e6
 	)
 	limits := memcg.DirtyLimits{Background: 8 << 20, Limit: 16 << 20}
-	tests := []struct {
-		name     string
-		tracker  bool
-		reaction time.Duration
-		// feasible says the bounds can hold at all: within one
-		// reaction delay the writer dirties unseen, so a delay in
-		// which it dirties more than the quarter of the limit the
-		// bound allows cannot meet it, whatever the policy decides.
-		feasible bool
-	}{
-		{"tracker wake-ups, 1 ms reaction", true, time.Millisecond, true},
-		{"fallback interval, 1 ms reaction", false, time.Millisecond, true},
-		{"tracker wake-ups, 50 ms reaction", true, 50 * time.Millisecond, false},
-		{"fallback interval, 50 ms reaction", false, 50 * time.Millisecond, false},
+	type world struct {
+		name        string
+		swing       float64
+		swingPeriod time.Duration
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := writer*tt.reaction.Seconds() <= 0.25*float64(limits.Limit); got != tt.feasible {
-				t.Fatalf("test setup: feasible = %v, but the writer dirties %.1f MiB within the reaction delay", tt.feasible, writer*tt.reaction.Seconds()/mib)
+	var tests []simWorld
+	var names []string
+	for _, wr := range []world{{"a steady writer", 0, 0}, {"a writer swinging 0.5-2.5 GB/s every 10 ms", 1e9, 10 * time.Millisecond}} {
+		for _, tracker := range []bool{true, false} {
+			for _, reaction := range []time.Duration{time.Millisecond, 50 * time.Millisecond} {
+				how := "fallback interval"
+				if tracker {
+					how = "tracker wake-ups"
+				}
+				names = append(names, fmt.Sprintf("%s, %s, %v reaction", wr.name, how, reaction))
+				tests = append(tests, simWorld{writerRate: writer, deviceRate: device, writerSwing: wr.swing, writerPeriod: wr.swingPeriod,
+					limits: limits, tracker: tracker, reaction: reaction})
 			}
-			r := simWorld{writerRate: writer, deviceRate: device, limits: limits, tracker: tt.tracker, reaction: tt.reaction}.run(t)
-			t.Logf("p99 dirty+writeback %.2f MiB = %.3f × limit (max %.2f, mean %.2f; freerun %.0f, setpoint %.0f MiB); throughput %.1f MB/s = %.1f %% of the device; %d steps (%.0f/s), %d freezes in %d episode(s), longest freeze %v; bandwidth estimate %.1f MB/s",
+		}
+	}
+	for i, w := range tests {
+		t.Run(names[i], func(t *testing.T) {
+			w.trace = testing.Verbose() && os.Getenv("SIMTRACE") == names[i]
+			r := w.run(t)
+			t.Logf("p99 dirty+writeback %.2f MiB = %.3f × limit (max %.2f, mean %.2f; freerun %.0f, setpoint %.0f MiB); throughput %.1f MB/s = %.1f %% of the device; %d steps (%.0f/s), %d freezes and %d refreezes at RunFor in %d episode(s), longest freeze %v; bandwidth estimate %.1f MB/s",
 				r.p99/mib, r.p99/float64(limits.Limit), r.maxDirty/mib, r.meanDirty/mib,
 				float64(limits.Freerun())/mib, float64(limits.Freerun()+limits.Limit)/2/mib,
 				r.throughput/1e6, 100*r.throughput/device, r.steps, float64(r.steps)/simDuration.Seconds(),
-				r.freezes, r.episodes, r.maxFrozen, float64(r.bandwidth)/1e6)
-			if r.maxFrozen > MaxPause+tt.reaction {
+				r.freezes, r.refreezes, r.episodes, r.maxFrozen, float64(r.bandwidth)/1e6)
+			if r.maxFrozen > MaxPause+w.reaction {
 				t.Errorf("frozen %v at a stretch, past MaxPause %v and the reaction delay", r.maxFrozen, MaxPause)
 			}
 			if r.episodes != 1 {
@@ -197,9 +247,6 @@ func TestClosedLoopHoldsTheLimitAtTheDevicesSpeed(t *testing.T) {
 			}
 			if bw := float64(r.bandwidth); bw < 0.9*device || bw > 1.1*device {
 				t.Errorf("bandwidth estimate %.1f MB/s, device %.1f", bw/1e6, device/1e6)
-			}
-			if !tt.feasible {
-				return
 			}
 			if r.p99 > 1.25*float64(limits.Limit) {
 				t.Errorf("p99 of dirty+writeback %.2f MiB, above 1.25 × the %d MiB limit", r.p99/mib, limits.Limit/mib)

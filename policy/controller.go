@@ -47,6 +47,9 @@ type Controller struct {
 	// since the last look.
 	dirtyRate float64
 	quiet     bool
+	// runRate is the same rate averaged both ways over runRateWindow:
+	// what sizes RunFor.
+	runRate float64
 }
 
 // NewController returns a controller with the kernel's initial bandwidth.
@@ -154,6 +157,8 @@ func (c *Controller) openLoop(in Input, dirty uint64, d *Decision) {
 // last pause and the growth rate. The host tells bytes written (v2 io.stat)
 // or bytes dirtied (the tasks' write_bytes); from either, with the change
 // of dirty+writeback, follows the other.
+// Before that, it replays what the driver did on its own since the last
+// decision (HoldFor and RunFor deadlines).
 func (c *Controller) account(in Input, dirty uint64) {
 	s := in.Stat
 	var dirtiedCtr, writtenCtr uint64
@@ -176,6 +181,15 @@ func (c *Controller) account(in Input, dirty uint64) {
 	if elapsed <= 0 {
 		return
 	}
+	frozen := c.throttle.frozen // throughout, unless mixed
+	ran, mixed := c.throttle.replay(c.last, in.Now)
+	if in.Freezer == FreezerHeld && in.Frozen != c.throttle.frozen {
+		c.throttle.adopt(in.Frozen, c.last, in.Now)
+		ran, mixed = 0, true
+	}
+	if mixed && c.throttle.frozen {
+		c.throttle.frozenBytes, c.throttle.measureFrom = 0, in.Now
+	}
 	var dirtied, written uint64
 	measured := true
 	switch {
@@ -185,7 +199,7 @@ func (c *Controller) account(in Input, dirty uint64) {
 	case s.Counters.HasDirtied:
 		dirtied = sat(dirtiedCtr, c.lastIn)
 		written = sat(c.lastD+dirtied, dirty)
-	case c.throttle.frozen:
+	case frozen && !mixed:
 		// Frozen, nothing dirties: the fall of dirty+writeback is
 		// what the device wrote, a measurement.
 		written = sat(c.lastD, dirty)
@@ -197,7 +211,15 @@ func (c *Controller) account(in Input, dirty uint64) {
 		measured = false
 	}
 	switch {
-	case c.throttle.frozen:
+	case mixed && measured && dirty > 0 && c.lastD > 0:
+		// Part run, part frozen by the driver's deadlines: the counters
+		// still tell what the device wrote, and with dirty pages at
+		// both ends it was likely busy throughout. With a slow driver
+		// every freeze is the driver's and this is the only sample.
+		c.bw.drained(written, elapsed)
+	case mixed:
+		// No counters: no clean sample of the device.
+	case frozen:
 		// The drain is learnt whole when the cgroup is thawed.
 		c.throttle.frozenBytes += written
 	case measured && (written > 0 || dirty > 0):
@@ -211,14 +233,16 @@ func (c *Controller) account(in Input, dirty uint64) {
 		dirtied = 0 // an assumed rate says nothing of charging
 	}
 	c.updateGrowth(s.Usage, dirtied, elapsed)
-	if !c.throttle.frozen {
+	if ran >= MinLook && (measured || !mixed) {
+		// A shorter run (a driver's thaw just before this step) says
+		// nothing of the rate, nor that the cgroup went quiet.
 		// Without counters, the rise of dirty+writeback is the least
 		// the cgroup can have dirtied.
 		rated := dirtied
 		if !measured {
 			rated = sat(dirty, c.lastD)
 		}
-		c.updateDirtyRate(rated, elapsed)
+		c.updateDirtyRate(rated, ran)
 	}
 	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
 	c.updateDomainLimit(in)

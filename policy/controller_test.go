@@ -21,6 +21,7 @@ func TestBackgroundReclaimWatermarks(t *testing.T) {
 	type step struct {
 		free        uint64
 		wantReclaim uint64
+		wantStart   bool // a kswapd run starts: the driver counts it
 	}
 	tests := []struct {
 		name  string
@@ -31,13 +32,13 @@ func TestBackgroundReclaimWatermarks(t *testing.T) {
 			name: "seed 001: kswapd wakes below low_wmark and stops at high_wmark",
 			w:    w,
 			steps: []step{
-				{free: 8 * mib, wantReclaim: 0},                     // plenty free: asleep
-				{free: 3663360, wantReclaim: 0},                     // at low: not below it
-				{free: 3663360 - 1, wantReclaim: 4396032 - 3663359}, // below low: wake, reclaim to high
-				{free: 4000000, wantReclaim: 396032},                // between: keeps running to high
-				{free: 4396032, wantReclaim: 0},                     // reached high: sleeps
-				{free: 4000000, wantReclaim: 0},                     // between, asleep: stays asleep
-				{free: 1 * mib, wantReclaim: 4396032 - 1*mib},       // below low again
+				{free: 8 * mib, wantReclaim: 0},                                      // plenty free: asleep
+				{free: 3663360, wantReclaim: 0},                                      // at low: not below it
+				{free: 3663360 - 1, wantReclaim: 4396032 - 3663359, wantStart: true}, // below low: wake, reclaim to high
+				{free: 4000000, wantReclaim: 396032},                                 // between: keeps running to high
+				{free: 4396032, wantReclaim: 0},                                      // reached high: sleeps
+				{free: 4000000, wantReclaim: 0},                                      // between, asleep: stays asleep
+				{free: 1 * mib, wantReclaim: 4396032 - 1*mib, wantStart: true},       // below low again: a new run
 			},
 		},
 		{
@@ -60,6 +61,9 @@ func TestBackgroundReclaimWatermarks(t *testing.T) {
 				})
 				if d.Reclaim != st.wantReclaim {
 					t.Errorf("step %d (free %d): Reclaim = %d, want %d", i, st.free, d.Reclaim, st.wantReclaim)
+				}
+				if d.ReclaimStart != st.wantStart {
+					t.Errorf("step %d (free %d): ReclaimStart = %v, want %v", i, st.free, d.ReclaimStart, st.wantStart)
 				}
 				if (d.Why&ReasonWatermark != 0) != (st.wantReclaim > 0) {
 					t.Errorf("step %d: Why = %v", i, d.Why)
@@ -177,7 +181,7 @@ func TestDirtiedBytesMeasureBandwidth(t *testing.T) {
 	}
 }
 
-func TestLeadAnticipatesGrowth(t *testing.T) {
+func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 	// A cgroup growing at 100 MiB/s, looked at every 100 ms, loses
 	// several MiB of free space before the next look: with Lead, a
 	// userspace kswapd wakes while free is still above low, and reclaims
@@ -206,8 +210,16 @@ func TestLeadAnticipatesGrowth(t *testing.T) {
 	if want := w.High - (free - ahead); d.Reclaim != want {
 		t.Errorf("Reclaim = %d, want high - (free - growth*lead) = %d", d.Reclaim, want)
 	}
-	// The kernel's kswapd (Lead 0) sleeps in the same state.
-	in.Lead = 0
+	// The horizon of a driver that says its reaction delay and active
+	// interval is their sum: 20 ms + 80 ms is the same 100 ms.
+	in.Lead, in.Reaction, in.ActiveInterval = 0, 20*time.Millisecond, 80*time.Millisecond
+	c3 := *c
+	c3.reclaiming = false
+	if d3 := c3.Step(in); d3.Reclaim != d.Reclaim {
+		t.Errorf("Reaction + ActiveInterval = Lead: Reclaim = %d, want %d", d3.Reclaim, d.Reclaim)
+	}
+	// The kernel's kswapd (no horizon) sleeps in the same state.
+	in.Reaction, in.ActiveInterval = 0, 0
 	c2 := NewController()
 	if d := c2.Step(in); d.Reclaim != 0 {
 		t.Errorf("Lead 0 reclaimed %d with free above low", d.Reclaim)

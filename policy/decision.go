@@ -99,7 +99,10 @@ type Wake struct {
 // Decision is what to do for one cgroup now and when to look again. The
 // agent does it in the order of the fields: write-out or flush first so
 // reclaim finds clean pages, then reclaim, then the throttle; then it
-// arms Wake and schedules NextLook.
+// arms Wake and schedules NextLook. Each decision replaces every deadline
+// of the previous one (NextLook, HoldFor, RunFor); the controller assumes
+// the driver carried out each decision and its deadlines exactly, as it
+// assumes nothing else about the driver's state.
 type Decision struct {
 	// WriteOut starts write-out of the cgroup's own files.
 	WriteOut bool
@@ -134,8 +137,18 @@ type Decision struct {
 	// journal record); the first decision with Episode false after true
 	// ends it. The cgroup is never frozen when Episode is false.
 	Episode bool
+	// RunFor, with the cgroup thawed inside an episode (ThrottleThaw, or
+	// ThrottleNone with Episode), is how long it may run: unless a newer
+	// decision came first, the driver freezes it on its own when RunFor
+	// has passed since this observation (a refreeze within the episode),
+	// and steps it then; that freeze too lasts at most MaxPause without a
+	// newer decision. It is the time the cgroup takes to dirty its
+	// way to the freeze level; a timer in the driver keeps the run short
+	// however slow the driver's reaction. 0: no deadline.
+	RunFor time.Duration
 	// Paused, with ThrottleThaw, is how long the cgroup was frozen, by
-	// the observations' clock: the measured drain.
+	// the observations' clock (from the freeze, or the driver's refreeze
+	// at RunFor): the measured drain, at most MaxPause.
 	Paused time.Duration
 
 	// Active says the controller is working on the cgroup (a throttle

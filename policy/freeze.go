@@ -45,13 +45,56 @@ import (
 // record), and a writer that has stopped ends it.
 const EpisodeLinger = time.Second
 
-// throttleState is the closed-loop throttle's memory of one cgroup.
+// throttleState is the closed-loop throttle's memory of one cgroup. It
+// mirrors what the driver did, assuming it carried out every decision
+// and its deadlines (HoldFor, RunFor) exactly.
 type throttleState struct {
-	frozen      bool      // the last decision froze or held the cgroup
-	frozenAt    time.Time // the step that froze it
-	frozenBytes uint64    // bytes written since then, measured step by step
+	frozen   bool      // by a decision, or by the driver at a RunFor
+	frozenAt time.Time // when
+	// frozenBytes is the bytes written since measureFrom, step by step:
+	// the drain. Only intervals frozen throughout count, so a freeze by
+	// the driver starts measuring at the step after it.
+	frozenBytes uint64
+	measureFrom time.Time
 	episode     bool
 	thawedAt    time.Time // the last thaw, or the freeze while frozen
+
+	// The last decision's deadlines, as the driver keeps them: while
+	// frozen, thaw at holdUntil and then, if runAfter is set, freeze
+	// again runAfter later; while thawed, freeze at runUntil. A freeze
+	// by the driver lasts MaxPause at most.
+	holdUntil, runUntil time.Time
+	runAfter            time.Duration
+}
+
+// replay brings the mirror to now: what the driver did on its own since
+// the last decision. ran is how long the cgroup ran within (last, now];
+// mixed says it was frozen and thawed within it, so that neither the
+// drain nor the write bandwidth can be measured over it.
+func (t *throttleState) replay(last, now time.Time) (ran time.Duration, mixed bool) {
+	at := last
+	for {
+		if t.frozen {
+			if t.holdUntil.IsZero() || !now.After(t.holdUntil) {
+				return ran, mixed // a step at the deadline decides itself
+			}
+			at, mixed = t.holdUntil, true
+			t.frozen, t.thawedAt, t.holdUntil = false, at, time.Time{}
+			t.runUntil = time.Time{}
+			if t.runAfter > 0 {
+				t.runUntil = at.Add(t.runAfter)
+			}
+			t.runAfter = 0
+			continue
+		}
+		if t.runUntil.IsZero() || now.Before(t.runUntil) {
+			return ran + now.Sub(at), mixed
+		}
+		ran += t.runUntil.Sub(at)
+		at, mixed = t.runUntil, true
+		t.frozen, t.frozenAt, t.thawedAt = true, at, at
+		t.holdUntil, t.runUntil = at.Add(MaxPause), time.Time{}
+	}
 }
 
 // freezeLevel is the dirty+writeback level at which the closed loop
@@ -72,7 +115,21 @@ func (c *Controller) thawLevel(in Input) uint64 {
 	return min(in.Dirty.Freerun()+early, setpoint)
 }
 
-// closedLoop decides the freezer action.
+// adopt takes the driver's word on the freezer state where the mirror
+// disagrees. A cgroup the driver holds frozen unbeknown counts as frozen
+// since the last observation, the earliest it can have been, so that
+// MaxPause is never exceeded by much; it is in an episode.
+func (t *throttleState) adopt(frozen bool, last, now time.Time) {
+	if frozen {
+		t.frozen, t.frozenAt, t.episode, t.thawedAt = true, last, true, last
+	} else {
+		t.frozen, t.thawedAt = false, now
+	}
+	t.frozenBytes, t.measureFrom = 0, now
+	t.holdUntil, t.runUntil, t.runAfter = time.Time{}, time.Time{}, 0
+}
+
+// closedLoop decides the freezer action and its deadlines.
 func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 	t := &c.throttle
 	if in.Dirty.Limit == memcg.NoLimit {
@@ -87,15 +144,64 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 			c.thaw(in.Now, d)
 			break
 		}
-		d.Throttle, d.HoldFor = ThrottleHold, MaxPause-held
+		d.Throttle, d.HoldFor = ThrottleHold, c.holdFor(in, dirty, MaxPause-held)
 	case dirty >= c.freezeLevel(in):
-		*t = throttleState{frozen: true, frozenAt: in.Now, episode: true, thawedAt: in.Now}
-		d.Throttle, d.HoldFor = ThrottleFreeze, MaxPause
+		*t = throttleState{frozen: true, frozenAt: in.Now, measureFrom: in.Now, episode: true, thawedAt: in.Now}
+		d.Throttle, d.HoldFor = ThrottleFreeze, c.holdFor(in, dirty, MaxPause)
 		d.Why |= ReasonThrottle
 	case t.episode && in.Now.Sub(t.thawedAt) >= EpisodeLinger:
 		t.episode = false
 	}
 	d.Episode = t.episode
+	t.holdUntil, t.runUntil, t.runAfter = time.Time{}, time.Time{}, 0
+	switch {
+	case !t.episode:
+	case t.frozen:
+		// Should HoldFor run out first, the device will have written
+		// bw × HoldFor meanwhile.
+		drained := uint64(c.bw.avg * d.HoldFor.Seconds())
+		d.RunFor = c.runFor(in, sat(dirty, drained))
+		t.holdUntil, t.runAfter = in.Now.Add(d.HoldFor), d.RunFor
+	default:
+		d.RunFor = c.runFor(in, dirty)
+		if d.RunFor > 0 {
+			t.runUntil = in.Now.Add(d.RunFor)
+		}
+	}
+}
+
+// holdFor is how long the driver may keep a frozen cgroup at dirty frozen
+// without a new decision: what is left of MaxPause, and, once a drain has
+// measured the device, no longer than the device takes to bring it to
+// the thaw level. Then the driver thaws on time by its own timer however
+// slow its reaction; a step that sees the level reached first thaws it
+// earlier (a pause is the measured drain).
+func (c *Controller) holdFor(in Input, dirty uint64, left time.Duration) time.Duration {
+	if !c.bw.drainMeasured {
+		return left
+	}
+	drain := time.Duration(float64(sat(dirty, c.thawLevel(in))) / c.bw.avg * float64(time.Second))
+	return max(min(drain, left), MinLook)
+}
+
+// runFor is how long a thawed cgroup at dirty may run before the driver
+// freezes it on its own: the time it takes to dirty its way up to the
+// freeze level at its recent rate, less what the device writes meanwhile,
+// at least MinLook. The driver's timer keeps the run short when its
+// reaction is slow: a step comes at least Reaction after the thaw, and a
+// writer that ran unseen that long would overshoot the limit by its rate
+// times Reaction; with freezes capped at MaxPause, a writer dirtying more
+// per Reaction than the device writes per MaxPause would grow dirty
+// without bound. Zero (no deadline) while the cgroup is quiet or dirties
+// no faster than the device writes: it cannot reach the limit by this
+// estimate, and the watcher or the next look will see it if it does.
+func (c *Controller) runFor(in Input, dirty uint64) time.Duration {
+	net := c.runRate - c.bw.avg
+	if c.quiet || net <= 0 {
+		return 0
+	}
+	room := sat(c.freezeLevel(in), dirty)
+	return max(time.Duration(float64(room)/net*float64(time.Second)), MinLook)
 }
 
 // thaw ends a freeze: the pause was the drain, and the drain measures the
@@ -103,7 +209,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 func (c *Controller) thaw(now time.Time, d *Decision) {
 	t := &c.throttle
 	held := now.Sub(t.frozenAt)
-	c.bw.drained(t.frozenBytes, held)
+	c.bw.drained(t.frozenBytes, now.Sub(t.measureFrom))
 	t.frozen, t.frozenBytes, t.thawedAt = false, 0, now
 	d.Throttle, d.Paused = ThrottleThaw, held
 	c.dirtied, c.pausedWhen = 0, now // the open loop's debt starts afresh

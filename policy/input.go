@@ -63,6 +63,11 @@ type Input struct {
 	ActiveInterval time.Duration
 	// Freezer says how the driver can stop the cgroup's tasks.
 	Freezer Freezer
+	// Frozen is whether the driver holds the cgroup frozen as it is
+	// observed (FreezerHeld only). The controller mirrors the driver
+	// from its own decisions and deadlines; where they disagree (a
+	// freeze that failed, a thaw on error) it takes the driver's word.
+	Frozen bool
 
 	// Lead is the kswapd horizon of drivers that predate Reaction and
 	// ActiveInterval: the horizon is the larger of Lead and

@@ -39,6 +39,12 @@ const (
 	// at once to a faster rate (a look too late costs overshoot) and
 	// falls over this window (a look too early costs only a step).
 	rateWindow = time.Second
+	// runRateWindow is the averaging window of the plain dirtying rate
+	// that sizes RunFor: there a rate too high is not safe but costly
+	// (the driver refreezes early, and with a slow driver the device
+	// runs dry before the next step thaws the cgroup), and a rate too
+	// low is caught by the watcher or the next look.
+	runRateWindow = 100 * time.Millisecond
 )
 
 // timing fills in when to look again, whether the cgroup is active and
@@ -167,10 +173,15 @@ func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64
 func (c *Controller) updateDirtyRate(dirtied uint64, elapsed time.Duration) {
 	c.quiet = dirtied == 0
 	rate := float64(dirtied) / elapsed.Seconds()
+	w := min(float64(elapsed)/float64(runRateWindow), 1)
+	if c.runRate == 0 {
+		w = 1 // the first measurement replaces nothing
+	}
+	c.runRate = rate*w + c.runRate*(1-w)
 	if rate >= c.dirtyRate {
 		c.dirtyRate = rate
 		return
 	}
-	w := min(float64(elapsed)/float64(rateWindow), 1)
+	w = min(float64(elapsed)/float64(rateWindow), 1)
 	c.dirtyRate = rate*w + c.dirtyRate*(1-w)
 }

@@ -34,7 +34,8 @@ type simWorld struct {
 
 // simResult is what a run measured.
 type simResult struct {
-	p99, maxDirty, meanDirty float64 // dirty+writeback, bytes
+	p99, maxDirty, meanDirty float64 // dirty+writeback after the warm-up, bytes
+	maxWarmup                float64 // the most dirty+writeback during it
 	throughput               float64 // writer's bytes/s after the warm-up
 	steps, freezes           int
 	refreezes                int           // by the driver, at RunFor
@@ -60,7 +61,7 @@ func (w simWorld) run(t *testing.T) simResult {
 		frozenSince, thawBy     time.Time
 		runUntil                time.Time     // thawed: the last decision's RunFor deadline
 		runAfter                time.Duration // frozen: the RunFor that follows HoldFor
-		stepAt                  = start   // the first look: the daemon's start-up scan
+		stepAt                  = start       // the first look: the daemon's start-up scan
 		timerAt                 time.Time
 		usageAbove              = uint64(memcg.NoLimit)
 		dirtiedAbove            = math.Inf(1)
@@ -173,7 +174,9 @@ func (w simWorld) run(t *testing.T) simResult {
 				timerAt = time.Time{}
 			}
 		}
-		if now.Sub(start) >= simWarmup {
+		if now.Sub(start) < simWarmup {
+			r.maxWarmup = max(r.maxWarmup, dirty)
+		} else {
 			if dirtiedAtWarmup < 0 {
 				dirtiedAtWarmup = dirtied
 			}
@@ -234,8 +237,8 @@ func TestClosedLoopHoldsTheLimitAtTheDevicesSpeed(t *testing.T) {
 		t.Run(names[i], func(t *testing.T) {
 			w.trace = testing.Verbose() && os.Getenv("SIMTRACE") == names[i]
 			r := w.run(t)
-			t.Logf("p99 dirty+writeback %.2f MiB = %.3f × limit (max %.2f, mean %.2f; freerun %.0f, setpoint %.0f MiB); throughput %.1f MB/s = %.1f %% of the device; %d steps (%.0f/s), %d freezes and %d refreezes at RunFor in %d episode(s), longest freeze %v; bandwidth estimate %.1f MB/s",
-				r.p99/mib, r.p99/float64(limits.Limit), r.maxDirty/mib, r.meanDirty/mib,
+			t.Logf("p99 dirty+writeback %.2f MiB = %.3f × limit (max %.2f, mean %.2f, max in the first %v %.1f; freerun %.0f, setpoint %.0f MiB); throughput %.1f MB/s = %.1f %% of the device; %d steps (%.0f/s), %d freezes and %d refreezes at RunFor in %d episode(s), longest freeze %v; bandwidth estimate %.1f MB/s",
+				r.p99/mib, r.p99/float64(limits.Limit), r.maxDirty/mib, r.meanDirty/mib, simWarmup, r.maxWarmup/mib,
 				float64(limits.Freerun())/mib, float64(limits.Freerun()+limits.Limit)/2/mib,
 				r.throughput/1e6, 100*r.throughput/device, r.steps, float64(r.steps)/simDuration.Seconds(),
 				r.freezes, r.refreezes, r.episodes, r.maxFrozen, float64(r.bandwidth)/1e6)

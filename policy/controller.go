@@ -66,9 +66,8 @@ func (c *Controller) DirtyRate() uint64 { return uint64(c.dirtyRate) }
 func (c *Controller) WriteBandwidth() uint64 { return uint64(c.bw.avg) }
 
 // Step takes one observation and decides what to do now and when to look
-// again. The driver must carry out every decision before the next Step:
-// the controller assumes the cgroup was frozen between a ThrottleFreeze
-// or ThrottleHold and the next observation, and ran otherwise.
+// again. The driver carries out every decision, and keeps its deadlines,
+// before the next Step (Decision).
 func (c *Controller) Step(in Input) Decision {
 	var d Decision
 	s := in.Stat

@@ -100,9 +100,9 @@ type Wake struct {
 // agent does it in the order of the fields: write-out or flush first so
 // reclaim finds clean pages, then reclaim, then the throttle; then it
 // arms Wake and schedules NextLook. Each decision replaces every deadline
-// of the previous one (NextLook, HoldFor, RunFor); the controller assumes
-// the driver carried out each decision and its deadlines exactly, as it
-// assumes nothing else about the driver's state.
+// of the previous one (NextLook, HoldFor, RunFor). The controller mirrors
+// the freezer from its decisions and their deadlines, as if the driver
+// carried them out exactly; Input.Frozen corrects it where not.
 type Decision struct {
 	// WriteOut starts write-out of the cgroup's own files.
 	WriteOut bool
@@ -127,9 +127,11 @@ type Decision struct {
 	Throttle Throttle
 	// HoldFor, with ThrottleFreeze or ThrottleHold, is the longest the
 	// cgroup may stay frozen from now without a new decision: what is
-	// left of MaxPause since the freeze. The driver thaws on its own when
-	// it passes (a late step must not extend a pause), and steps the
-	// cgroup then.
+	// left of MaxPause since the freeze, and, once the device has been
+	// measured, no longer than it should take to drain the cgroup to the
+	// thaw level. The driver thaws on its own when it passes (a late step
+	// must not extend a pause), then, if RunFor is set, freezes the
+	// cgroup again RunFor later, and steps it at each.
 	HoldFor time.Duration
 	// Episode says a throttle episode is open: from a ThrottleFreeze
 	// until the cgroup has stayed thawed for EpisodeLinger below the
@@ -137,14 +139,16 @@ type Decision struct {
 	// journal record); the first decision with Episode false after true
 	// ends it. The cgroup is never frozen when Episode is false.
 	Episode bool
-	// RunFor, with the cgroup thawed inside an episode (ThrottleThaw, or
-	// ThrottleNone with Episode), is how long it may run: unless a newer
-	// decision came first, the driver freezes it on its own when RunFor
-	// has passed since this observation (a refreeze within the episode),
-	// and steps it then; that freeze too lasts at most MaxPause without a
-	// newer decision. It is the time the cgroup takes to dirty its
-	// way to the freeze level; a timer in the driver keeps the run short
-	// however slow the driver's reaction. 0: no deadline.
+	// RunFor is how long the cgroup may run before the driver freezes it
+	// again on its own, unless a newer decision comes first: counted from
+	// this observation when the decision leaves it thawed inside an
+	// episode (ThrottleThaw, or ThrottleNone with Episode), from the end
+	// of HoldFor when it is frozen (ThrottleFreeze, ThrottleHold). Such a
+	// freeze is a refreeze within the episode, lasts at most MaxPause
+	// without a newer decision, and the driver steps the cgroup when it
+	// makes it. It is the time the cgroup takes to dirty its way to the
+	// freeze level at its recent rate; a timer in the driver keeps the
+	// run short however slow the driver's reaction. 0: no deadline.
 	RunFor time.Duration
 	// Paused, with ThrottleThaw, is how long the cgroup was frozen, by
 	// the observations' clock (from the freeze, or the driver's refreeze

@@ -30,15 +30,25 @@ import (
 // background threshold, so write-out runs throughout.
 //
 // A freeze lasts at most MaxPause, the kernel's cap on one sleep: after
-// it the cgroup is thawed whatever dirty is, and frozen again at the next
-// look if still at the limit, as the kernel sleeps MAX_PAUSE again while
-// a task is over it (a stalled device must not leave tenants frozen).
+// it the cgroup is thawed whatever dirty is, and frozen again after
+// MinLook if still at the limit, as the kernel sleeps MAX_PAUSE again
+// while a task is over it (a stalled device must not leave tenants
+// frozen).
 //
 // The driver's reaction delay (Input.Reaction) is the least time until
 // the next step, so both edges anticipate it: freeze now if the cgroup
 // would pass the limit before the next step could, at its recent
 // dirtying rate; thaw now if the device would bring it to freerun before
-// then, at the estimated bandwidth.
+// then, at the estimated bandwidth. And since a step cannot come sooner,
+// both edges also get a deadline the driver keeps by its own timer:
+// HoldFor (thaw when the device should have drained the cgroup to the
+// thaw level) and RunFor (freeze again when the cgroup should have
+// dirtied its way back to the freeze level). With a fast driver the steps
+// come first and measure; with a slow one (the test runs 50 ms) the
+// timers keep the sawtooth, which a step then corrects. Without them a
+// writer would run unseen for a whole reaction delay after every thaw: at
+// 1.5 GB/s and 50 ms, 75 MB in against 40 MB out per MaxPause, and dirty
+// would grow without bound.
 
 // EpisodeLinger is how long a throttle episode stays open after a thaw:
 // a writer that refreezes within it continues the episode (one journal

@@ -79,8 +79,10 @@ func (t Throttle) String() string {
 
 // Wake are the thresholds at which the driver's watcher must report the
 // cgroup, so that the policy need not poll it. Both hold after every
-// Step; the driver re-arms its watch whenever they change, whether the
-// cgroup is active or not. memcg.NoLimit never reports.
+// Step, and memcg.NoLimit never reports. The driver arms DirtiedAbove
+// after every step (with a tracker it replaces polling, active or not);
+// UsageAbove whenever it changes, or, as the agent does, when the cgroup
+// goes idle, since an active cgroup is looked at anyway.
 type Wake struct {
 	// UsageAbove reports the cgroup once its usage (memory.current,
 	// memory.usage_in_bytes) rises above this many bytes: before it can

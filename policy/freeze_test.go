@@ -244,7 +244,7 @@ func TestLaterDrainsAreAveragedAsTheKernelAverages(t *testing.T) {
 	}
 }
 
-func TestFreezerStatesNothingWithoutAHeldFreezer(t *testing.T) {
+func TestADriverThatCannotHoldAFreezeGetsOpenLoopPauses(t *testing.T) {
 	// A driver that cannot hold a freeze gets the open-loop pause of
 	// balance_dirty_pages() and no freezer action; it steps the cgroup
 	// again when the pause ends. freerun 12 MiB: 4 MiB at INIT_BW is 40 ms.

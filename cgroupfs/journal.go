@@ -464,6 +464,9 @@ func (j *Journal) compact() error {
 	return nil
 }
 
+// Path is the journal's file.
+func (j *Journal) Path() string { return j.path }
+
 // Close closes the journal file and releases its lock. Pending changes
 // stay in it for the next run's Recover.
 func (j *Journal) Close() error {

@@ -28,8 +28,16 @@ const pageSize = 4096
 // kernel picks the pages (its LRU order, the cgroup's whole page cache),
 // the write fails rather than OOM-kill, and the lowered limit is in force
 // only between the write's return and the restore that follows it at once.
-// The original limit is recorded in j first, so a crash in that window is
-// undone by the next run's Recover.
+// The original limit is recorded in j first (one record for all steps,
+// through Journal.apply), so a crash in that window is undone by the next
+// run's Recover; each step re-reads the limit and stops if another writer
+// changed it.
+//
+// Even that window can OOM-kill a task whose charge finds nothing to
+// reclaim in it, so the squeeze works only on leaves, never on a cgroup in
+// OOM or with the OOM killer disabled, and each step is at most a quarter
+// of the cgroup's clean file pages and leaves squeezeReserve of them
+// (squeezable, squeezeRoom); otherwise it returns host.ErrNothingReclaimed.
 //
 // The other way, posix_fadvise(POSIX_FADV_DONTNEED) on the files the
 // cgroup's tasks have open, reaches only files still open, drops pages
@@ -73,7 +81,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		}
 		step := min(u-floor, ReclaimChunk, room) &^ (pageSize - 1)
 		if step == 0 {
-			refused = fmt.Errorf("%s: too few reclaimable file pages for a step of one page", dir)
+			refused = fmt.Errorf("%s: clean file pages are within the %d MiB a squeeze always leaves", dir, squeezeReserve>>20)
 			break
 		}
 		target := strconv.FormatUint(u-step, 10)
@@ -120,6 +128,13 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 // reclaim.
 const squeezeMargin = 4
 
+// squeezeReserve is how much reclaimable file cache a squeeze always
+// leaves, however small the step: the charges of a window are not bounded
+// by the step but by how fast the tasks charge, up to a batch of
+// MEMCG_CHARGE_BATCH (64) pages per CPU at a time (mm/memcontrol.c
+// consume_stock, refill_stock).
+const squeezeReserve = 8 << 20
+
 // squeezable checks the conditions a v1 squeeze needs for its whole run
 // (issue 9, defect 9): cg must be a leaf. A parent's limit covers its
 // children (use_hierarchy), whose charges would hit the lowered limit
@@ -140,7 +155,7 @@ func squeezable(dir string) error {
 // squeezeRoom returns the largest step a squeeze may take now: the
 // cgroup's reclaimable file pages (inactive_file + active_file, less dirty
 // and writeback pages, which reclaim cannot drop at once) divided by
-// squeezeMargin. It refuses (refused) a cgroup in OOM or with the OOM
+// squeezeMargin, and at most what leaves squeezeReserve of them. It refuses (refused) a cgroup in OOM or with the OOM
 // killer disabled, whose tasks a lowered limit would hang.
 func squeezeRoom(dir string) (room uint64, refused, err error) {
 	p := filepath.Join(dir, "memory.oom_control")
@@ -169,7 +184,7 @@ func squeezeRoom(dir string) (room uint64, refused, err error) {
 	c := st.Local // a leaf: its own pages are all its pages
 	file := c.InactiveFile + c.ActiveFile
 	file -= min(file, c.Dirty+c.Writeback)
-	return file / squeezeMargin, nil, nil
+	return min(file/squeezeMargin, file-min(file, squeezeReserve)), nil, nil
 }
 
 func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }

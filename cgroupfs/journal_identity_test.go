@@ -54,7 +54,7 @@ func TestJournalRecoverUndoesOnlyItsOwnChange(t *testing.T) {
 	const (
 		original = 256 * mib
 		lowered  = 128 * mib // what memcgd wrote
-		recreate = 512 * mib // the limit of a new cgroup of the same name
+		recreate = 192 * mib // the limit of a new cgroup of the same name, within [lowered, original)
 	)
 	type record map[string]any
 	tests := []struct {

@@ -64,7 +64,10 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 	var a *applied
 	var busy bool
 	var refused error
-	for {
+	// asked bounds the loop: a cgroup whose tasks charge as fast as the
+	// steps reclaim would otherwise keep usage above floor for ever.
+	var asked uint64
+	for asked < n {
 		if err = ctx.Err(); err != nil {
 			break
 		}
@@ -79,7 +82,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		if room, refused, err = squeezeRoom(dir); err != nil || refused != nil {
 			break
 		}
-		step := min(u-floor, ReclaimChunk, room) &^ (pageSize - 1)
+		step := min(u-floor, ReclaimChunk, room, n-asked) &^ (pageSize - 1)
 		if step == 0 {
 			refused = fmt.Errorf("%s: clean file pages are within the %d MiB a squeeze always leaves", dir, squeezeReserve>>20)
 			break
@@ -97,6 +100,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		if err != nil {
 			break
 		}
+		asked += step
 		if err = a.set(ctx, a.original); err != nil {
 			break
 		}

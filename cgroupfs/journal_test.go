@@ -190,6 +190,7 @@ var (
 	SqueezeV1    = squeezeV1
 	DirtyBytes   = dirtyBytes
 	ControlIno   = controlIno
+	WriteCtx     = writeControlCtx
 	BootID       = readBootID
 )
 

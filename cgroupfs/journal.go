@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memcgd/memcgd/atomicfile"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/atomicfile"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +31,7 @@ const (
 	fileFreeze      = "cgroup.freeze"         // v2 freezer: "1" frozen, "0" thawed
 	fileFreezerV1   = "freezer.state"         // v1 freezer: FROZEN, FREEZING, THAWED
 	freezerThawedV1 = "THAWED"
+	freezerFrozenV1 = "FROZEN"
 )
 
 // ErrChangePending reports that a control file already has a change in the
@@ -39,8 +40,9 @@ const (
 // them could then leave the file changed.
 var ErrChangePending = errors.New("control file has a pending change")
 
-// Change is one stateful write to a cgroup control file: the file and the
-// value that undoes the write.
+// Change is one stateful write to a cgroup control file: the file, the
+// value that undoes the write, and what identifies the write as memcgd's
+// own when it comes to undoing it.
 type Change struct {
 	// Path is the control file, for example
 	// /sys/fs/cgroup/memory/a/memory.limit_in_bytes.
@@ -48,10 +50,28 @@ type Change struct {
 	// Original is the value the file held before the change, written back
 	// to undo it.
 	Original string `json:"original"`
+	// Wrote is the value memcgd writes. For a limit it is the lowest value
+	// the change may write: a squeeze steps the limit down and back up
+	// several times under one record (one fsync), to values at or above
+	// Wrote, so any limit in [Wrote, Original) is memcgd's.
+	Wrote string `json:"wrote,omitempty"`
+	// Cgroup is the inode number of the cgroup's directory (its cgroup
+	// id), so that a cgroup removed and created again under the same name
+	// is not taken for the one changed.
+	Cgroup uint64 `json:"cgroup,omitempty"`
+	// Boot is the kernel's boot id when the change was made: cgroups do
+	// not survive a reboot, whatever their names.
+	Boot string `json:"boot,omitempty"`
 }
 
 // String describes the change for logs.
-func (c Change) String() string { return fmt.Sprintf("%s (original %q)", c.Path, c.Original) }
+func (c Change) String() string {
+	return fmt.Sprintf("%s (original %q, memcgd wrote %q, cgroup %d)", c.Path, c.Original, c.Wrote, c.Cgroup)
+}
+
+// identified reports whether c carries what Recover needs to tell the
+// change from someone else's: journals written before issue 9 lack it.
+func (c Change) identified() bool { return c.Wrote != "" && c.Cgroup != 0 && c.Boot != "" }
 
 // entry is one line of the journal file: a change recorded under ID, or,
 // with Done set, the note that change ID has been undone.
@@ -61,25 +81,39 @@ type entry struct {
 	*Change
 }
 
+// journalFile is the journal file as Journal uses it: an *os.File opened
+// for appending.
+type journalFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
 // Journal records memcgd's stateful changes to cgroupfs (a lowered limit, a
 // frozen cgroup) so that a crash never leaves one behind: a change is
 // written to the journal and synced to disk before it is made, marked done
 // after it is undone, and Recover undoes whatever a previous run left
-// pending.
+// pending, if the cgroup is still the one changed and still holds
+// memcgd's value.
 //
 // The file holds JSON lines, appended. A torn last line (a crash during a
 // write) is ignored: the change it would have recorded was never made,
-// because the change waits for the record's fsync. Opening the journal
-// rewrites it compacted, through a temporary file and a rename.
+// because the change waits for the record's fsync. A failed append is cut
+// off again, so the next record starts on a line of its own. Opening the
+// journal rewrites it compacted, through a temporary file and a rename.
 //
 // A Journal is safe for concurrent use.
 type Journal struct {
 	path   string
 	mounts []string // cgroupfs mounts the journal may write beneath
+	boot   string   // this boot's id, recorded with every change
 
 	mu      sync.Mutex
 	dir     *os.File // the journal's directory, flock'ed while open
-	f       *os.File
+	f       journalFile
+	size    int64 // bytes of whole lines in f: where a failed append is cut back to
+	stale   bool  // f may differ from pending (a cut failed, a Done was lost): rewrite before the next append
 	next    uint64
 	pending map[uint64]Change
 	lines   int // lines in the file, to know when to compact
@@ -99,7 +133,11 @@ const compactLines = 1024
 // compacted), so that a second memcgd cannot undo the first one's changes
 // while they are in force.
 func OpenJournal(path string, l Layout) (*Journal, error) {
-	j := &Journal{path: path, mounts: layoutMounts(l), next: 1, pending: make(map[uint64]Change)}
+	boot, err := readBootID()
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	j := &Journal{path: path, mounts: layoutMounts(l), boot: boot, next: 1, pending: make(map[uint64]Change)}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
@@ -140,7 +178,8 @@ func layoutMounts(l Layout) []string {
 
 // load reads the pending changes from the journal's text. Lines that do not
 // parse (a torn last write) and records of files the journal may not write
-// are logged and dropped.
+// are logged and dropped. Records written before issue 9 (no Wrote, Cgroup
+// or Boot) load as they are; Recover skips them (see there).
 func (j *Journal) load(b []byte) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
@@ -150,7 +189,11 @@ func (j *Journal) load(b []byte) {
 			slog.Warn("journal: ignoring damaged line", "journal", j.path, "line", n, "text", sc.Text())
 			continue
 		}
-		j.next = max(j.next, e.ID+1)
+		// Ids are never reused, even those of damaged records: a Done
+		// line must only ever cancel its own record.
+		if e.ID < ^uint64(0) {
+			j.next = max(j.next, e.ID+1)
+		}
 		if e.Done {
 			delete(j.pending, e.ID)
 			continue
@@ -160,6 +203,9 @@ func (j *Journal) load(b []byte) {
 			continue
 		}
 		j.pending[e.ID] = *e.Change
+	}
+	if sc.Err() != nil {
+		slog.Warn("journal: ignoring the rest of the file", "journal", j.path, "err", sc.Err())
 	}
 }
 
@@ -184,10 +230,17 @@ func (j *Journal) check(p string) error {
 // Record writes c to the journal and syncs it to disk; only then may the
 // caller make the change. It returns the id to pass to Done once the
 // change is undone. A file with a change still pending is refused with
-// ErrChangePending.
+// ErrChangePending. An empty c.Boot is filled with this boot's id. Recover
+// undoes only changes that carry Wrote and Cgroup as well.
+//
+// An id is used once, also when the append fails: the failed record is cut
+// off the file, or the file rewritten from memory before the next append.
 func (j *Journal) Record(c Change) (uint64, error) {
 	if err := j.check(c.Path); err != nil {
 		return 0, fmt.Errorf("journal %s: record: %w", j.path, err)
+	}
+	if c.Boot == "" {
+		c.Boot = j.boot
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -197,18 +250,22 @@ func (j *Journal) Record(c Change) (uint64, error) {
 		}
 	}
 	id := j.next
+	j.next++
 	if err := j.append(entry{ID: id, Change: &c}, true); err != nil {
 		return 0, fmt.Errorf("journal %s: record %s: %w", j.path, c.Path, err)
 	}
-	j.next++
 	j.pending[id] = c
 	return id, nil
 }
 
 // Done notes that change id has been undone. The note is not synced: if it
-// is lost in a crash, Recover finds the change already undone, which it
-// checks before writing, and the next Record's sync makes it durable
-// anyway. That keeps a pause or a squeeze to one disk flush.
+// is lost in a crash, Recover finds the file no longer holding memcgd's
+// value, which it checks before writing, and the next Record's sync makes
+// it durable anyway. That keeps a pause or a squeeze to one disk flush.
+//
+// The change stops being pending even when the note cannot be written, so
+// that a full disk does not keep memcgd off the file until a restart; the
+// journal is then rewritten from memory before its next append.
 func (j *Journal) Done(id uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -219,10 +276,11 @@ func (j *Journal) done(id uint64) error {
 	if _, ok := j.pending[id]; !ok {
 		return fmt.Errorf("journal %s: done %d: no such pending change", j.path, id)
 	}
+	delete(j.pending, id)
 	if err := j.append(entry{ID: id, Done: true}, false); err != nil {
+		j.stale = true
 		return fmt.Errorf("journal %s: done %d: %w", j.path, id, err)
 	}
-	delete(j.pending, id)
 	if len(j.pending) == 0 && j.lines >= compactLines {
 		if err := j.compact(); err != nil {
 			return fmt.Errorf("journal %s: %w", j.path, err)
@@ -251,84 +309,130 @@ func (j *Journal) pendingIDs() []uint64 {
 	return ids
 }
 
-// Recover undoes the changes a previous run left pending, newest first,
-// and returns those it had to write back. A change whose cgroup has gone
-// is dropped with a log line; a change already undone (the limit is no
-// longer below its original, the cgroup is not frozen) is dropped
-// silently. Changes that fail otherwise stay pending and are reported in
-// err. Run it at start-up, before any new change.
+// Recover undoes the changes a previous run (or this run, at shutdown)
+// left pending, newest first, and returns those it wrote back. It writes
+// the original back only when all of these still hold, and otherwise logs
+// the change and drops it:
+//
+//   - the change was made in this boot (Boot is this boot's id);
+//   - the cgroup's directory is the one changed (Cgroup is its inode
+//     number), not a new cgroup of the same name;
+//   - the file still holds memcgd's value (Wrote, or for a limit a value
+//     in [Wrote, Original)): one that differs was undone already or set
+//     since by someone else, whose value stays.
+//
+// Records without Boot, Cgroup or Wrote, written by memcgd before these
+// were journalled, are skipped with a warning naming the file and the
+// original: nothing proves that the cgroup at that path is the one that
+// was changed, and writing a stale limit or thawing into a cgroup created
+// since is the harm this check exists to prevent (issue 9, defect 6). Such
+// records remain only after a crash of that older memcgd; the warning
+// lets an operator put the value back by hand.
+//
+// A change that cannot be undone (the write fails) is logged and dropped:
+// it is never a reason to refuse to start. Recover returns an error only
+// when ctx ends first; the changes not yet looked at then stay pending.
+// Run it at start-up, before any new change, and at shutdown.
 func (j *Journal) Recover(ctx context.Context) (undone []Change, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var errs []error
 	ids := j.pendingIDs()
 	for _, id := range slices.Backward(ids) {
 		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
+			return undone, fmt.Errorf("journal %s: recover: %w", j.path, err)
 		}
 		c := j.pending[id]
-		wrote, err := undo(c)
+		wrote, why, err := j.undo(c)
 		switch {
-		case errors.Is(err, host.ErrVanished):
-			slog.InfoContext(ctx, "journal: cgroup gone, nothing to undo", "change", c.String())
 		case err != nil:
-			errs = append(errs, fmt.Errorf("journal %s: undo %s: %w", j.path, c, err))
-			continue
+			slog.ErrorContext(ctx, "journal: cannot undo change; dropping it", "change", c.String(), "err", err)
 		case wrote:
-			slog.InfoContext(ctx, "journal: undid change left by a previous run", "change", c.String())
+			slog.InfoContext(ctx, "journal: undid change", "change", c.String())
 			undone = append(undone, c)
+		case why != "":
+			slog.WarnContext(ctx, "journal: not undoing change", "change", c.String(), "reason", why)
 		}
 		if err := j.done(id); err != nil {
-			errs = append(errs, err)
+			slog.WarnContext(ctx, "journal: cannot note change as undone", "err", err)
 		}
 	}
-	return undone, errors.Join(errs...)
+	return undone, nil
 }
 
-// undo puts c's original value back if the file still shows the change,
-// and reports whether it wrote.
-func undo(c Change) (bool, error) {
-	cur, err := readControl(c.Path)
+// undo puts c's original value back if c is still in force, and reports
+// whether it wrote; if not, why says why not, unless there is nothing to
+// say (the change was undone already).
+func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
+	if !c.identified() {
+		return false, "recorded without the cgroup's identity by an older memcgd; " +
+			"check the file and write the original back by hand if it is still memcgd's", nil
+	}
+	if c.Boot != j.boot {
+		return false, fmt.Sprintf("made in an earlier boot (%s)", c.Boot), nil
+	}
+	ino, err := controlIno(c.Path)
+	if errors.Is(err, host.ErrVanished) {
+		return false, "cgroup gone", nil
+	}
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
-	var changed bool
-	switch filepath.Base(c.Path) {
-	case fileLimitV1, fileHigh, fileMax:
-		// memcgd only lowers limits; one at or above the original was
-		// restored already, or raised since by someone else.
-		orig, err := format.ParseLimit([]byte(c.Original))
-		if err != nil {
-			return false, fmt.Errorf("original: %w", err)
+	if ino != c.Cgroup {
+		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
+	}
+	cur, err := readControl(c.Path)
+	if errors.Is(err, host.ErrVanished) {
+		return false, "cgroup gone", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	ours, err := heldByUs(c, cur)
+	if err != nil {
+		return false, "", err
+	}
+	if !ours {
+		if sameValue(c.Path, cur, c.Original) {
+			return false, "", nil // undone already
 		}
-		now, err := format.ParseLimit([]byte(cur))
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", c.Path, err)
-		}
-		changed = now < orig
-	case fileFreeze, fileFreezerV1:
-		changed = cur != c.Original
+		return false, fmt.Sprintf("changed since by another writer to %q", cur), nil
 	}
-	if !changed {
-		return false, nil
+	if err := writeControl(c.Path, c.Original); err != nil {
+		return false, "", err
 	}
-	return true, writeControl(c.Path, c.Original)
+	return true, "", nil
 }
 
-// append writes e as one line, and syncs the file when sync is set.
+// append writes e as one line, and syncs the file when sync is set. A
+// failed or short write, or a failed sync, is cut off the file again, so
+// that the next line starts clean; if even that fails, the file is
+// rewritten from memory before the next append.
 func (j *Journal) append(e entry, sync bool) error {
+	if j.stale {
+		if err := j.compact(); err != nil {
+			return err
+		}
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
+	n, err := j.f.Write(append(b, '\n'))
+	if err == nil && n < len(b)+1 {
+		err = io.ErrShortWrite
+	}
+	if err == nil && sync {
+		err = j.f.Sync()
+	}
+	if err != nil {
+		if terr := j.f.Truncate(j.size); terr != nil {
+			j.stale = true
+			err = errors.Join(err, fmt.Errorf("cut the failed record off: %w", terr))
+		}
 		return err
 	}
+	j.size += int64(n)
 	j.lines++
-	if sync {
-		return j.f.Sync()
-	}
 	return nil
 }
 
@@ -356,9 +460,12 @@ func (j *Journal) compact() error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.lines = f, len(ids)
+	j.f, j.lines, j.size, j.stale = f, len(ids), int64(buf.Len()), false
 	return nil
 }
+
+// Path is the journal's file.
+func (j *Journal) Path() string { return j.path }
 
 // Close closes the journal file and releases its lock. Pending changes
 // stay in it for the next run's Recover.
@@ -373,87 +480,4 @@ func (j *Journal) Close() error {
 		return fmt.Errorf("close journal %s: %w", j.path, err)
 	}
 	return nil
-}
-
-// begin records a change to the control file p with its current value as
-// the original. It reads p again after the record is synced: if another
-// change slipped in between (one that went round the journal, or one that
-// was undone just before ours was recorded), the value read first is not
-// the original, and begin gives up rather than record it.
-func (j *Journal) begin(p string) (id uint64, original string, err error) {
-	original, err = readControl(p)
-	if err != nil {
-		return 0, "", err
-	}
-	id, err = j.Record(Change{Path: p, Original: original})
-	if err != nil {
-		return 0, "", err
-	}
-	again, err := readControl(p)
-	if err == nil && again != original {
-		err = fmt.Errorf("%s changed from %q to %q while being recorded", p, original, again)
-	}
-	if err != nil {
-		return 0, "", errors.Join(err, j.Done(id))
-	}
-	return id, original, nil
-}
-
-// readControl reads a cgroupfs control file and returns its content
-// without the trailing newline. A missing cgroup is host.ErrVanished.
-func readControl(p string) (string, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, vanished(err))
-	}
-	return strings.TrimSuffix(string(b), "\n"), nil
-}
-
-// readUint reads a single-number control file such as memory.current.
-func readUint(p string) (uint64, error) {
-	s, err := readControl(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := format.ParseUint([]byte(s))
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	return v, nil
-}
-
-// writeControl writes value to a cgroupfs control file in one write(2),
-// after checking with fstatfs that the open file is on cgroupfs (v1 or
-// v2), so that no path, however it was made, gets memcgd to write
-// elsewhere. A missing cgroup is host.ErrVanished; the kernel's own errors
-// (EBUSY, EAGAIN, EINVAL) are wrapped for errors.Is.
-func writeControl(p, value string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, vanished(err))
-	}
-	defer f.Close()
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("write %s: statfs: %w", p, err)
-	}
-	if st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return fmt.Errorf("write %s: not on cgroupfs (filesystem magic %#x); refusing to write", p, st.Type)
-	}
-	// os.File.Write retries EINTR itself, so a signal (the Go runtime's
-	// preemption signal included) restarts the write.
-	if _, err := f.WriteString(value); err != nil {
-		return fmt.Errorf("write %q to %s: %w", value, p, vanished(err))
-	}
-	return nil
-}
-
-// vanished wraps err with host.ErrVanished when it says the cgroup is gone:
-// ENOENT opening a file of a removed directory, ENODEV using a file whose
-// cgroup was removed while it was open (fs/kernfs/file.c).
-func vanished(err error) error {
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
-		return fmt.Errorf("%w: %w", host.ErrVanished, err)
-	}
-	return err
 }

@@ -63,7 +63,11 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := j.Record(cgroupfs.Change{Path: file, Original: original}); err != nil {
+			ino, err := cgroupfs.ControlIno(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Record(cgroupfs.Change{Path: file, Original: original, Wrote: changed, Cgroup: ino}); err != nil {
 				t.Fatal(err)
 			}
 			if err := cgroupfs.WriteControl(file, changed); err != nil {
@@ -103,7 +107,11 @@ func TestJournalRecoverSkipsAVanishedCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Record(cgroupfs.Change{Path: file, Original: "max"}); err != nil {
+	ino, err := cgroupfs.ControlIno(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record(cgroupfs.Change{Path: file, Original: "max", Wrote: "4096", Cgroup: ino}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()

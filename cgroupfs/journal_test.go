@@ -1,6 +1,7 @@
 package cgroupfs
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func TestJournalSurvivesATornLastLineAndCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if got := j.Pending(); len(got) != 1 || got[0] != kept {
+	if got := j.Pending(); len(got) != 1 || got[0].Path != kept.Path || got[0].Original != kept.Original {
 		t.Errorf("Pending() after torn write = %v, want [%v]", got, kept)
 	}
 	b, err := os.ReadFile(path)
@@ -188,7 +189,29 @@ var (
 	WriteControl = writeControl
 	SqueezeV1    = squeezeV1
 	DirtyBytes   = dirtyBytes
+	ControlIno   = controlIno
+	WriteCtx     = writeControlCtx
+	BootID       = readBootID
 )
+
+// Applied exposes the journal's one way of changing a control file to the
+// real-kernel tests.
+type Applied struct{ a *applied }
+
+// Apply is Journal.apply.
+func Apply(ctx context.Context, j *Journal, p, value, lowest string) (*Applied, error) {
+	a, err := j.apply(ctx, p, value, lowest, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Applied{a}, nil
+}
+
+// Set is applied.set.
+func (a *Applied) Set(ctx context.Context, v string) error { return a.a.set(ctx, v) }
+
+// Undo is applied.undo.
+func (a *Applied) Undo() error { return a.a.undo() }
 
 const (
 	FileLimitV1     = fileLimitV1

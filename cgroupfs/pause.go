@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -36,16 +38,134 @@ type freezer struct {
 	dir, hierarchy string // for messages
 }
 
-// Pause stops cg's tasks for d, at most MaxPause, and resumes them. It
-// prefers the cgroup v2 freezer (cgroup.freeze of the cgroup, on a hybrid
-// host of the unified cgroup at the same path) and falls back to the v1
-// freezer hierarchy (freezer.state). If neither has the cgroup, the error
-// wraps errors.ErrUnsupported.
+// ErrFrozenByOther reports that a cgroup is frozen already, by someone
+// other than memcgd: that freeze is theirs to end, and memcgd neither
+// freezes nor thaws the cgroup.
+var ErrFrozenByOther = errors.New("frozen by someone else")
+
+// Frozen is one throttle episode of a cgroup: frozen by Freeze, then
+// thawed and frozen again any number of times (Thaw, Refreeze) at the
+// cost of one write each, and ended by End, which leaves it thawed. The
+// journal holds one record for the whole episode, synced once, by Freeze:
+// a crash at any point is undone by the next run's Recover, which thaws
+// the cgroup if it is still frozen with memcgd's freeze.
 //
-// The freeze is recorded in j before it is made, so a crash cannot leave
-// the cgroup frozen: the next run's Recover thaws it. Pause thaws even when
-// ctx is cancelled during the pause, and then returns ctx's error. A
-// cgroup that is already frozen, by someone else, is left alone.
+// Each step first reads the freezer file and stops with ErrChangedByOther
+// if it does not hold what memcgd wrote last: a user who thawed the cgroup
+// meanwhile keeps it thawed, and memcgd does not freeze it again in this
+// episode. A user who freezes the cgroup while memcgd's own freeze is in
+// force cannot be told apart: cgroup.freeze (and v1 freezer.state) then
+// holds the same value memcgd wrote, with no record of who wrote it, and
+// the episode's next Thaw or End thaws it. That window is at most the
+// episode's frozen time (MaxPause a pause); to keep a cgroup frozen for
+// good, freeze its parent, whose freeze memcgd never touches and which
+// keeps the children frozen whatever their own setting
+// (kernel/cgroup/freezer.c cgroup_freeze_task; legacy_freezer.c
+// PARENT_FREEZING).
+//
+// A Frozen is safe for concurrent use: the end of the episode's context
+// calls End from another goroutine.
+type Frozen struct {
+	cg   host.Cgroup
+	fz   freezer
+	ctx  context.Context
+	stop func() bool // ends the context watch
+
+	mu sync.Mutex // guards a
+	a  *applied
+}
+
+// Freeze starts a throttle episode: it records the freeze in j (one synced
+// record) and freezes cg, preferring the cgroup v2 freezer (cgroup.freeze
+// of the cgroup, on a hybrid host of the unified cgroup at the same path)
+// over the v1 freezer hierarchy (freezer.state). If neither has the
+// cgroup, the error wraps errors.ErrUnsupported; if the cgroup is frozen
+// already, by someone else, it wraps ErrFrozenByOther. Freeze does not
+// wait for the tasks to stop: see Settle.
+//
+// When ctx ends, the episode ends (End) at once, from another goroutine:
+// the cgroup is never left frozen past its caller.
+func Freeze(ctx context.Context, l Layout, cg host.Cgroup, j *Journal) (*Frozen, error) {
+	if j == nil {
+		return nil, fmt.Errorf("freeze %s: a freeze needs a journal; got nil", cg)
+	}
+	fz, err := freezerOf(l, cg)
+	if err != nil {
+		return nil, fmt.Errorf("freeze %s: %w", cg, err)
+	}
+	a, err := j.apply(ctx, fz.file, fz.freeze, fz.freeze, func(original string) error {
+		if original != fz.thaw {
+			return fmt.Errorf("%s holds %q: %w", fz.file, original, ErrFrozenByOther)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("freeze %s (%s %s): %w", cg, fz.hierarchy, fz.dir, err)
+	}
+	f := &Frozen{cg: cg, fz: fz, ctx: ctx, a: a}
+	f.stop = context.AfterFunc(ctx, func() { _ = f.End() })
+	return f, nil
+}
+
+// Thaw lets the cgroup's tasks run again, within the episode: no journal
+// write, no fsync.
+func (f *Frozen) Thaw() error {
+	return f.step(context.Background(), f.fz.thaw, "thaw")
+}
+
+// Refreeze stops the cgroup's tasks again, within the episode: no journal
+// write, no fsync. It fails once the episode's context has ended.
+func (f *Frozen) Refreeze() error {
+	return f.step(f.ctx, f.fz.freeze, "refreeze")
+}
+
+func (f *Frozen) step(ctx context.Context, v, what string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.a.set(ctx, v); err != nil {
+		return fmt.Errorf("%s %s (%s %s): %w", what, f.cg, f.fz.hierarchy, f.fz.dir, err)
+	}
+	return nil
+}
+
+// Settle waits until the kernel reports every task of the cgroup stopped,
+// at most freezeWait, and reports whether they stopped. The v2 freezer
+// stops a task on its way back to user space (kernel/cgroup/freezer.c
+// cgroup_enter_frozen); one sleeping in the kernel, in balance_dirty_pages
+// for instance, is stopped only when that sleep ends, which MaxPause also
+// bounds.
+func (f *Frozen) Settle(ctx context.Context) (bool, error) {
+	for deadline := time.Now().Add(freezeWait); ; {
+		ok, err := f.fz.frozen()
+		if err != nil || ok || time.Now().After(deadline) {
+			return ok, err
+		}
+		if err := sleep(ctx, freezePoll); err != nil {
+			return false, err
+		}
+	}
+}
+
+// End ends the episode: it thaws the cgroup if memcgd's freeze is still in
+// force, and marks the journal record done (unsynced). It may be called
+// more than once; calls after the first do nothing. The thaw is not
+// cancelled with the episode's context.
+func (f *Frozen) End() error {
+	f.stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.a.undo(); err != nil {
+		return fmt.Errorf("end freeze of %s (%s %s): %w", f.cg, f.fz.hierarchy, f.fz.dir, err)
+	}
+	return nil
+}
+
+// Pause stops cg's tasks for d, at most MaxPause, and resumes them: one
+// throttle episode (Freeze, Settle, End). The pause counts from the moment
+// the freeze took hold, or from freezeWait after the freeze if it has not
+// by then. A cgroup already frozen by someone else is left alone (no
+// error). Pause thaws even when ctx is cancelled during the pause, and
+// then returns ctx's error.
 func Pause(ctx context.Context, l Layout, cg host.Cgroup, d time.Duration, j *Journal) error {
 	if d < 0 {
 		return fmt.Errorf("pause %s: duration %v: want 0 or more (at most %v)", cg, d, MaxPause)
@@ -57,51 +177,24 @@ func Pause(ctx context.Context, l Layout, cg host.Cgroup, d time.Duration, j *Jo
 	if d == 0 {
 		return nil
 	}
-	fz, err := freezerOf(l, cg)
+	f, err := Freeze(ctx, l, cg, j)
+	if errors.Is(err, ErrFrozenByOther) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	_, err = f.Settle(ctx)
+	if err == nil {
+		err = sleep(ctx, d)
+	}
+	if eerr := f.End(); eerr != nil {
+		err = errors.Join(err, eerr)
+	}
 	if err != nil {
 		return fmt.Errorf("pause %s: %w", cg, err)
 	}
-	if err := pause(ctx, fz, d, j); err != nil {
-		return fmt.Errorf("pause %s (%s %s): %w", cg, fz.hierarchy, fz.dir, err)
-	}
 	return nil
-}
-
-func pause(ctx context.Context, fz freezer, d time.Duration, j *Journal) (err error) {
-	id, original, err := j.begin(fz.file)
-	if err != nil {
-		return err
-	}
-	if original != fz.thaw {
-		return j.Done(id) // frozen by someone else: theirs to thaw
-	}
-	defer func() {
-		terr := writeControl(fz.file, fz.thaw)
-		if terr != nil && !errors.Is(terr, host.ErrVanished) {
-			err = errors.Join(err, fmt.Errorf("thaw: %w", terr)) // stays pending for Recover
-			return
-		}
-		err = errors.Join(err, j.Done(id))
-	}()
-	start := time.Now()
-	if err := writeControl(fz.file, fz.freeze); err != nil {
-		return err
-	}
-	// The pause counts from the moment the freeze took hold, so wait for
-	// it first, but no longer than freezeWait.
-	for deadline := start.Add(freezeWait); ; {
-		ok, err := fz.frozen()
-		if err != nil {
-			return err
-		}
-		if ok || time.Now().After(deadline) {
-			break
-		}
-		if err := sleep(ctx, freezePoll); err != nil {
-			return err
-		}
-	}
-	return sleep(ctx, d)
 }
 
 // sleep waits for d or until ctx is done.
@@ -135,10 +228,10 @@ func freezerOf(l Layout, cg host.Cgroup) (freezer, error) {
 	}
 	if dir, ok := l.FreezerDir(cg); ok {
 		file := filepath.Join(dir, fileFreezerV1)
-		fz := freezer{file: file, freeze: "FROZEN", thaw: freezerThawedV1, dir: dir, hierarchy: "cgroup v1 freezer",
+		fz := freezer{file: file, freeze: freezerFrozenV1, thaw: freezerThawedV1, dir: dir, hierarchy: "cgroup v1 freezer",
 			frozen: func() (bool, error) {
 				s, err := readControl(file)
-				return s == "FROZEN", err
+				return s == freezerFrozenV1, err
 			}}
 		if _, err := os.Stat(file); err == nil {
 			return fz, sameTasks(dir, memDir)
@@ -161,12 +254,14 @@ func frozenV2(dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for line := range strings.Lines(s) {
-		if v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "frozen "); ok {
-			return v == "1", nil
-		}
+	var e format.CgroupEvents
+	if err := format.ParseCgroupEvents([]byte(s), &e); err != nil {
+		return false, fmt.Errorf("read %s: %w", p, err)
 	}
-	return false, fmt.Errorf("read %s: no frozen line", p)
+	if !e.HasFrozen {
+		return false, fmt.Errorf("read %s: no frozen key", p)
+	}
+	return e.Frozen == 1, nil
 }
 
 // sameTasks checks that the freezer cgroup at dir holds no live task

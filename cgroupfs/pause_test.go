@@ -70,8 +70,9 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	// slack is Pause's own time on top of the pause: the journal record's
 	// fsync before the freeze, and the freeze taking hold. Up to 20 ms on
-	// the development machine; 120 ms under qemu's emulated CPUs.
-	const slack = 150 * time.Millisecond
+	// the development machine; 120 ms under qemu's emulated CPUs, and up to
+	// 175 ms there when other VMs share the host's two cores.
+	const slack = 300 * time.Millisecond
 	tests := []struct {
 		d, timeout time.Duration
 		// wall is how long Pause should take, less slack; stopped how long
@@ -116,7 +117,7 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 				if wall < tt.wall || wall > tt.wall+slack {
 					t.Errorf("Pause took %v, want %v to %v", wall, tt.wall, tt.wall+slack)
 				}
-				if wall-ran < tt.stopped {
+				if tt.stopped > 0 && wall-ran < tt.stopped {
 					t.Errorf("busy task ran %v of the %v Pause: stopped %v, want at least %v", ran, wall, wall-ran, tt.stopped)
 				}
 				if !thawed(t, l, c) {

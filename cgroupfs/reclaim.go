@@ -18,7 +18,10 @@ const ReclaimChunk = 16 << 20
 // much its usage fell, which is less than the kernel reclaimed if the
 // cgroup's tasks charged new pages meanwhile. A shortfall is not an error;
 // a kernel that gives up having reclaimed nothing at all (v2 EAGAIN, v1
-// EBUSY) is host.ErrNothingReclaimed.
+// EBUSY), and a cgroup Reclaim will not touch (v2: nothing reclaimable
+// outside memory.min/memory.low protection, see protectedCap; v1: see
+// squeezeV1), is host.ErrNothingReclaimed. The end of ctx stops it within
+// one write, which it interrupts (writeControlCtx).
 //
 // On cgroup v2 it writes memory.reclaim (mm/memcontrol.c, memory_reclaim).
 // Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes

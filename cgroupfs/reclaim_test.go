@@ -178,11 +178,12 @@ func TestReclaimV1Methods(t *testing.T) {
 	}
 	// What each method must achieve. fadvise cannot reach files no task
 	// has open, and on dirty pages only starts their write-out. The
-	// squeeze's reclaim wakes the flushers and, on v1, waits for the
-	// writeback (mm/vmscan.c shrink_folio_list, writeback_throttling_sane).
+	// squeeze steps only while clean file pages are plentiful (issue 9,
+	// defect 9: dirty pages cannot be reclaimed at once, so they leave no
+	// headroom for the cgroup's charges while its limit is lowered).
 	want := map[string]map[string]bool{
 		"fadvise": {scenarios[0].name: false, scenarios[1].name: true, scenarios[2].name: false},
-		"squeeze": {scenarios[0].name: true, scenarios[1].name: true, scenarios[2].name: true},
+		"squeeze": {scenarios[0].name: true, scenarios[1].name: true, scenarios[2].name: false},
 	}
 	for _, sc := range scenarios {
 		for _, m := range methods {

@@ -1,0 +1,191 @@
+package cgroupfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/host"
+	"golang.org/x/sys/unix"
+)
+
+// This file holds the package's plain file I/O on cgroupfs control files:
+// reading one, writing one with raw system calls, and a cgroup's identity.
+
+// readControl reads a cgroupfs control file and returns its content
+// without the trailing newline. A missing cgroup is host.ErrVanished.
+func readControl(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, vanished(err))
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// readUint reads a single-number control file such as memory.current.
+func readUint(p string) (uint64, error) {
+	s, err := readControl(p)
+	if err != nil {
+		return 0, err
+	}
+	v, err := format.ParseUint([]byte(s))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	return v, nil
+}
+
+// readLimit reads a limit file: a number of bytes or "max".
+func readLimit(p string) (uint64, error) {
+	s, err := readControl(p)
+	if err != nil {
+		return 0, err
+	}
+	v, err := format.ParseLimit([]byte(s))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	return v, nil
+}
+
+// writeControl is writeControlCtx that cannot be cancelled.
+func writeControl(p, value string) error {
+	return writeControlCtx(context.Background(), p, value)
+}
+
+// writeControlCtx writes value to a cgroupfs control file in one write(2),
+// after checking with fstatfs that the open file is on cgroupfs (v1 or
+// v2), so that no path, however it was made, gets memcgd to write
+// elsewhere. A missing cgroup is host.ErrVanished; the kernel's own errors
+// (EBUSY, EAGAIN, EINVAL) are wrapped for errors.Is.
+//
+// It uses open(2) and write(2) directly, not os.File: kernfs files are
+// pollable, so os.File registers them with the runtime poller and turns an
+// EAGAIN from the kernel (memory.reclaim that found nothing to reclaim,
+// mm/memcontrol.c memory_reclaim) into "wait until writable", which never
+// comes (issue 9, defect 12).
+//
+// A write to memory.reclaim or memory.limit_in_bytes runs reclaim in the
+// writer's context and stops only when done or when a signal is pending
+// (mm/memcontrol.c memory_reclaim and mm/memcontrol-v1.c
+// mem_cgroup_resize_max return -EINTR on signal_pending). So when ctx ends
+// during the write, the writing thread is sent SIGURG, which the Go runtime
+// expects and ignores (it is its own preemption signal): the write returns
+// EINTR and writeControlCtx returns ctx's error. A cancellation that lands
+// just before the write(2) starts is noticed only after it returns, which
+// the callers bound by writing at most ReclaimChunk at a time.
+func writeControlCtx(ctx context.Context, p, value string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	fd, err := openControl(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := writeInterruptible(ctx, fd, []byte(value)); err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, p, vanished(err))
+	}
+	return nil
+}
+
+// openControl opens p for writing, not following a symbolic link, and
+// checks that it is on cgroupfs.
+func openControl(p string) (int, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return -1, fmt.Errorf("write %s: %w", p, vanished(&os.PathError{Op: "open", Path: p, Err: err}))
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("write %s: statfs: %w", p, err)
+	}
+	if st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC {
+		unix.Close(fd)
+		return -1, fmt.Errorf("write %s: not on cgroupfs (filesystem magic %#x); refusing to write", p, st.Type)
+	}
+	return fd, nil
+}
+
+// writeInterruptible writes b to fd in one write(2), retrying EINTR while
+// ctx lasts; see writeControlCtx for how ctx interrupts it.
+func writeInterruptible(ctx context.Context, fd int, b []byte) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	stop := context.AfterFunc(ctx, func() { _ = unix.Tgkill(pid, tid, unix.SIGURG) })
+	defer stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := unix.Write(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n != len(b):
+			return fmt.Errorf("short write: %d of %d bytes", n, len(b))
+		}
+		return nil
+	}
+}
+
+// cgroupIno returns the inode number of the cgroup directory dir: on
+// cgroup v2 the cgroup id (kernel/cgroup/cgroup.c cgroup_id is the kernfs
+// node id, which is the inode number, fs/kernfs/inode.c kernfs_init_inode),
+// on v1 likewise the kernfs node id. Node ids are allocated cyclically
+// (fs/kernfs/dir.c kernfs_new_node, idr_alloc_cyclic, with a generation in
+// the upper 32 bits on 64-bit hosts), so a cgroup removed and created again
+// under the same name gets a different one.
+func cgroupIno(dir string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", dir, vanished(err))
+	}
+	return st.Ino, nil
+}
+
+// controlIno is cgroupIno of the directory holding control file p.
+func controlIno(p string) (uint64, error) { return cgroupIno(filepath.Dir(p)) }
+
+// bootIDFile names this boot of the kernel: a random UUID made at boot
+// (drivers/char/random.c, proc_do_uuid for boot_id).
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// readBootID returns the boot id.
+func readBootID() (string, error) {
+	b, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("read boot id: %s is empty", bootIDFile)
+	}
+	return id, nil
+}
+
+// vanished wraps err with host.ErrVanished when it says the cgroup is gone:
+// ENOENT opening a file of a removed directory, ENODEV using a file whose
+// cgroup was removed while it was open (fs/kernfs/file.c).
+func vanished(err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("%w: %w", host.ErrVanished, err)
+	}
+	return err
+}

@@ -1,0 +1,130 @@
+package tenant
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// StormOptions configure Storm.
+type StormOptions struct {
+	// UsageFile is the tenant's cgroup's usage file (v1
+	// memory.usage_in_bytes, v2 memory.current), which it reads while it
+	// fills its anonymous memory.
+	UsageFile string
+	// Limit is the cgroup's hard limit; Headroom how far below it the
+	// fill stops.
+	Limit, Headroom uint64
+	// File is rewritten, one byte, every Period.
+	File   string
+	Period time.Duration
+	// Duration is how long the storm lasts.
+	Duration time.Duration
+}
+
+func parseStorm(args []string) (StormOptions, error) {
+	var o StormOptions
+	if err := wantArgs(args, "usage-file", "limit", "headroom", "file", "period", "duration"); err != nil {
+		return o, err
+	}
+	var err error
+	o.UsageFile, o.File = args[0], args[3]
+	if o.Limit, err = parseUint("limit", args[1]); err != nil {
+		return o, err
+	}
+	if o.Headroom, err = parseUint("headroom", args[2]); err != nil {
+		return o, err
+	}
+	if o.Period, err = parseDuration("period", args[4]); err != nil {
+		return o, err
+	}
+	if o.Duration, err = parseDuration("duration", args[5]); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// fillChunk is the unit of the anonymous fill: the fill ends at most
+// this far above its target. fillPause is the pause after each chunk: a
+// daemon that re-arms its watch of the cgroup's usage one step behind a
+// fill that runs too fast can miss the crossing of its low watermark.
+const (
+	fillChunk = 256 << 10
+	fillPause = 20 * time.Millisecond
+)
+
+// Storm is issue 9's sync storm, as reproduced on 5e712c6: the tenant
+// holds anonymous memory until its cgroup's usage is Headroom below its
+// limit (or up to fillChunk less), so that its free
+// memory stays below any low watermark and nothing it holds is
+// reclaimable (no swap), and rewrites one byte of a file every Period,
+// opening and closing it each time: one dirty page, in a file no task
+// holds open. A daemon whose reclaim needs that page written, and finds
+// no file to write out, falls back to a flush; each flush it makes is
+// one the tenant asked for.
+func Storm(o StormOptions) error {
+	target := o.Limit - min(o.Headroom, o.Limit)
+	var anon uint64
+	for {
+		usage, err := readUint(o.UsageFile)
+		if err != nil {
+			return err
+		}
+		if usage >= target {
+			break
+		}
+		m, err := unix.Mmap(-1, 0, fillChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return fmt.Errorf("map %d bytes of anonymous memory: %w", fillChunk, err)
+		}
+		for i := 0; i < len(m); i += os.Getpagesize() {
+			m[i] = 1 // a private page of its own, not the shared zero page
+		}
+		anon += fillChunk
+		time.Sleep(fillPause)
+	}
+	usage, err := readUint(o.UsageFile)
+	if err != nil {
+		return err
+	}
+	ready("anon=%d usage=%d", anon, usage)
+
+	b := []byte{0}
+	tick := time.NewTicker(o.Period)
+	defer tick.Stop()
+	end := time.After(o.Duration)
+	for {
+		select {
+		case <-end:
+			return nil
+		case <-tick.C:
+		}
+		fd, err := unix.Open(o.File, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", o.File, err)
+		}
+		b[0]++
+		_, err = unix.Pwrite(fd, b, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", o.File, err)
+		}
+	}
+}
+
+// readUint reads a cgroupfs file holding one decimal number.
+func readUint(p string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %q: want a decimal number", p, b)
+	}
+	return n, nil
+}

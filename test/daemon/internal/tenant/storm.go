@@ -22,17 +22,23 @@ type StormOptions struct {
 	// File is rewritten, one byte, every Period.
 	File   string
 	Period time.Duration
+	// Clean is a file the tenant reads through once a second, which
+	// charges its pages to the cgroup at its limit: the kernel reclaims
+	// them at once (they are clean), and the charge at the limit is what
+	// a daemon's watch of the cgroup hears (v1 memory.failcnt, v2
+	// memory.events.local "max").
+	Clean string
 	// Duration is how long the storm lasts.
 	Duration time.Duration
 }
 
 func parseStorm(args []string) (StormOptions, error) {
 	var o StormOptions
-	if err := wantArgs(args, "usage-file", "limit", "headroom", "file", "period", "duration"); err != nil {
+	if err := wantArgs(args, "usage-file", "limit", "headroom", "file", "period", "clean-file", "duration"); err != nil {
 		return o, err
 	}
 	var err error
-	o.UsageFile, o.File = args[0], args[3]
+	o.UsageFile, o.File, o.Clean = args[0], args[3], args[5]
 	if o.Limit, err = parseUint("limit", args[1]); err != nil {
 		return o, err
 	}
@@ -42,7 +48,7 @@ func parseStorm(args []string) (StormOptions, error) {
 	if o.Period, err = parseDuration("period", args[4]); err != nil {
 		return o, err
 	}
-	if o.Duration, err = parseDuration("duration", args[5]); err != nil {
+	if o.Duration, err = parseDuration("duration", args[6]); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -54,7 +60,7 @@ func parseStorm(args []string) (StormOptions, error) {
 // fill that runs too fast can miss the crossing of its low watermark.
 const (
 	fillChunk = 256 << 10
-	fillPause = 20 * time.Millisecond
+	fillPause = 5 * time.Millisecond
 )
 
 // Storm is issue 9's sync storm, as reproduced on 5e712c6: the tenant
@@ -65,7 +71,8 @@ const (
 // opening and closing it each time: one dirty page, in a file no task
 // holds open. A daemon whose reclaim needs that page written, and finds
 // no file to write out, falls back to a flush; each flush it makes is
-// one the tenant asked for.
+// one the tenant asked for. Once a second it also reads Clean through,
+// so that the cgroup hits its limit.
 func Storm(o StormOptions) error {
 	target := o.Limit - min(o.Headroom, o.Limit)
 	var anon uint64
@@ -94,14 +101,22 @@ func Storm(o StormOptions) error {
 	ready("anon=%d usage=%d", anon, usage)
 
 	b := []byte{0}
+	buf := make([]byte, 64<<10)
 	tick := time.NewTicker(o.Period)
 	defer tick.Stop()
 	end := time.After(o.Duration)
+	var lastRead time.Time
 	for {
 		select {
 		case <-end:
 			return nil
 		case <-tick.C:
+		}
+		if time.Since(lastRead) >= time.Second {
+			if err := readThrough(o.Clean, buf); err != nil {
+				return err
+			}
+			lastRead = time.Now()
 		}
 		fd, err := unix.Open(o.File, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 		if err != nil {
@@ -112,6 +127,24 @@ func Storm(o StormOptions) error {
 		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("write %s: %w", o.File, err)
+		}
+	}
+}
+
+// readThrough reads the file at p to its end, through buf.
+func readThrough(p string, buf []byte) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if n == 0 {
+			return nil
 		}
 	}
 }

@@ -147,6 +147,7 @@ func TestAbuse(t *testing.T) {
 	var probes probeLog
 	began := time.Now()
 	var tenants []*tenantProc
+	var flipped map[string]uint64 // memcgd stat of flip after its tenant
 	for _, start := range []func() *tenantProc{
 		func() *tenantProc {
 			return startTenant(t, l, flip, bin, []*os.File{devPath, fifoPath}, "flip",
@@ -172,6 +173,14 @@ func TestAbuse(t *testing.T) {
 			}
 		}
 		tp.wait(t, 10*time.Second*slow())
+		if tp.load == "flip" {
+			var err error
+			if flipped, err = d.statTimed(flip.Path); err != nil {
+				t.Errorf("after the flips: %v", err)
+			}
+			t.Logf("memcgd stat %s after the flips: writeout_targeted %d, writeout_flush %d, throttle_pauses %d",
+				flip.Path, flipped["writeout_targeted"], flipped["writeout_flush"], flipped["throttle_pauses"])
+		}
 		if tp.load == "storm" {
 			// Without this the flush count shows nothing: a daemon that
 			// never looked at the storm made no flush for it.
@@ -211,6 +220,12 @@ func TestAbuse(t *testing.T) {
 	if werr != nil {
 		t.Errorf("the open watch broke: %v", werr)
 	}
+	// Without write-outs of the flipping tenant's files the count of
+	// opens shows nothing: the daemon never reopened a slot.
+	if flipped["writeout_targeted"]+flipped["writeout_flush"] == 0 {
+		t.Errorf("memcgd stat %s: no write-out of the flipping tenant's files (writeout_targeted and writeout_flush 0): "+
+			"the fd flips were never put to the daemon", flip.Path)
+	}
 	if len(opens) > 0 {
 		t.Errorf("a tenant made another process open its device or FIFO %d times: %s (the daemon is pid %d)",
 			len(opens), summarizeOpens(opens, d.pid()), d.pid())
@@ -242,7 +257,7 @@ func TestAbuse(t *testing.T) {
 	}
 	switch {
 	case exitedIn < 0:
-		t.Errorf("memcgd did not exit within %v of SIGTERM; log:\n%s", exitBound, tail(d.logText(), 30))
+		t.Errorf("memcgd did not exit within %v of SIGTERM; where its goroutines were:\n%s", exitBound, d.goroutines())
 	case exitErr != nil:
 		t.Errorf("memcgd exited %v after SIGTERM with %v, want status 0", exitedIn.Round(time.Millisecond), exitErr)
 	default:
@@ -873,6 +888,26 @@ func (d *daemon) countersAll(t *testing.T) map[string]uint64 {
 		}
 	}
 	return sum
+}
+
+// goroutines ends the daemon with SIGQUIT, which makes the Go runtime
+// print every goroutine's stack to its log, and returns the goroutines'
+// headers and memcgd's own frames from that dump.
+func (d *daemon) goroutines() string {
+	from := len(d.logText())
+	d.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-d.exited:
+	case <-time.After(5 * time.Second):
+		return "(no goroutine dump: memcgd ignored SIGQUIT)"
+	}
+	var b strings.Builder
+	for line := range strings.Lines(d.logText()[from:]) {
+		if strings.HasPrefix(line, "goroutine ") || strings.Contains(line, "github.com/memcgd/memcgd/") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // waitBounded waits up to timeout for the daemon to exit and returns its

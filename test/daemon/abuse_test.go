@@ -48,7 +48,7 @@ const (
 	stormLimit    = 64 * mib
 	stormHeadroom = 1 * mib
 	stormPeriod   = 40 * time.Millisecond
-	stormClean    = 4 * mib // read through once a second
+	stormClean    = 4 * mib // read through now and then (tenant.StormOptions.Clean)
 	// flipFiles files open for writing, appended to at flipRate.
 	flipLimit = 256 * mib
 	flipFiles = 32
@@ -163,8 +163,10 @@ func TestAbuse(t *testing.T) {
 		tenants = append(tenants, tp)
 		t.Logf("tenant %s (pid %d, uid %d) in %s: %s", tp.load, tp.cmd.Process.Pid, nobody.Uid, tp.cg.Path, tp.readyLine)
 		var st map[string]uint64
+		var dirtiest uint64 // the most dirty page cache the test saw in the tenant's cgroup
 		for ran := time.Now(); time.Since(ran) < abuseWindow; {
 			time.Sleep(time.Second)
+			dirtiest = max(dirtiest, observe(t, l, tp.cg).Dirty)
 			probes.add(fmt.Sprintf("%s %.0fs in", tp.load, time.Since(ran).Seconds()), d.answers(storm.Path, wantCgroups))
 			if tp.load == "storm" && st == nil {
 				if s, err := d.statTimed(storm.Path); err == nil && s["usage"] >= stormLimit-2*stormHeadroom {
@@ -178,8 +180,8 @@ func TestAbuse(t *testing.T) {
 			if flipped, err = d.statTimed(flip.Path); err != nil {
 				t.Errorf("after the flips: %v", err)
 			}
-			t.Logf("memcgd stat %s after the flips: writeout_targeted %d, writeout_flush %d, throttle_pauses %d",
-				flip.Path, flipped["writeout_targeted"], flipped["writeout_flush"], flipped["throttle_pauses"])
+			t.Logf("memcgd stat %s after the flips: writeout_targeted %d, writeout_flush %d, throttle_pauses %d; the test saw up to %d KiB dirty",
+				flip.Path, flipped["writeout_targeted"], flipped["writeout_flush"], flipped["throttle_pauses"], dirtiest>>10)
 		}
 		if tp.load == "storm" {
 			// Without this the flush count shows nothing: a daemon that

@@ -22,11 +22,12 @@ type StormOptions struct {
 	// File is rewritten, one byte, every Period.
 	File   string
 	Period time.Duration
-	// Clean is a file the tenant reads through once a second, which
-	// charges its pages to the cgroup at its limit: the kernel reclaims
-	// them at once (they are clean), and the charge at the limit is what
-	// a daemon's watch of the cgroup hears (v1 memory.failcnt, v2
-	// memory.events.local "max").
+	// Clean is a file the tenant reads through when the storm starts and
+	// every cleanReadEvery, which charges its pages to the cgroup at its
+	// limit: the kernel reclaims them at once (they are clean), and the
+	// charge at the limit is what a daemon's watch of the cgroup hears
+	// (v1 memory.failcnt, v2 memory.events.local "max"). In between, the
+	// cgroup holds little but anonymous memory, as in the reproduction.
 	Clean string
 	// Duration is how long the storm lasts.
 	Duration time.Duration
@@ -54,6 +55,9 @@ func parseStorm(args []string) (StormOptions, error) {
 	return o, nil
 }
 
+// cleanReadEvery is how often Storm reads Clean through.
+const cleanReadEvery = 5 * time.Second
+
 // fillChunk is the unit of the anonymous fill: the fill ends at most
 // this far above its target. fillPause is the pause after each chunk: a
 // daemon that re-arms its watch of the cgroup's usage one step behind a
@@ -71,7 +75,7 @@ const (
 // opening and closing it each time: one dirty page, in a file no task
 // holds open. A daemon whose reclaim needs that page written, and finds
 // no file to write out, falls back to a flush; each flush it makes is
-// one the tenant asked for. Once a second it also reads Clean through,
+// one the tenant asked for. Now and then it also reads Clean through,
 // so that the cgroup hits its limit.
 func Storm(o StormOptions) error {
 	target := o.Limit - min(o.Headroom, o.Limit)
@@ -112,7 +116,7 @@ func Storm(o StormOptions) error {
 			return nil
 		case <-tick.C:
 		}
-		if time.Since(lastRead) >= time.Second {
+		if time.Since(lastRead) >= cleanReadEvery {
 			if err := readThrough(o.Clean, buf); err != nil {
 				return err
 			}

@@ -353,6 +353,7 @@ func watchOpens(t *testing.T, paths ...string) *openwatch.Watch {
 	var why []string
 	for _, mode := range []openwatch.Mode{openwatch.Permission, openwatch.Inotify} {
 		if err := calibrate(t, mode, paths); err != nil {
+			t.Logf("cannot count opens with %v: %v", mode, err)
 			why = append(why, err.Error())
 			continue
 		}

@@ -56,10 +56,10 @@ const (
 	maxFiles = 99
 )
 
-// OddNames are the names Flip gives its files, cycled: a newline, invalid
+// oddNames are the names Flip gives its files, cycled: a newline, invalid
 // UTF-8, terminal escapes, quotes, a name ending as a deleted file's link
 // does, and the longest name ext4 allows.
-var OddNames = []string{
+var oddNames = []string{
 	"plain",
 	"new\nline",
 	"bad\xff\xfeutf8",
@@ -81,7 +81,7 @@ var OddNames = []string{
 // is opened.
 func Flip(o FlipOptions) error {
 	for i := range o.Files {
-		name := fmt.Sprintf("%02d-%s", i, OddNames[i%len(OddNames)])
+		name := fmt.Sprintf("%02d-%s", i, oddNames[i%len(oddNames)])
 		name = name[:min(len(name), 255)]
 		p := filepath.Join(o.Dir, name)
 		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_APPEND, 0o644)

@@ -20,16 +20,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Mode is the fanotify event a Watch counts.
+// Mode is the kind of event a Watch counts.
 type Mode int
 
 const (
 	// Permission counts fanotify FAN_OPEN_PERM events, raised in
 	// security_file_open, which an O_PATH open never reaches
-	// (fs/open.c do_dentry_open returns before it). Recent kernels
-	// (6.18 here) raise no fanotify event at all for a device or a
-	// FIFO. Each event is allowed at once: the watch observes, it does
-	// not deny. Needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS.
+	// (fs/open.c do_dentry_open returns before it). On Linux 6.18
+	// fanotify reported no open at all of a device node or a FIFO
+	// (regular files only), which the caller's check finds. Each event
+	// is allowed at once: the watch observes, it does not deny. Needs
+	// CONFIG_FANOTIFY_ACCESS_PERMISSIONS.
 	Permission Mode = iota
 	// Inotify counts IN_OPEN events, which carry no PID, and which
 	// Linux raises for O_PATH opens too before 6.5 (commit "fsnotify:

@@ -32,7 +32,7 @@ type disk struct {
 	cfg      DiskConfig
 	ring     []request // FIFO of outstanding requests
 	head, n  int
-	chanFree Time  // when the transfer channel is next free
+	chanFree Time    // when the transfer channel is next free
 	blocked  []int32 // wbs waiting for a free request
 	// Statistics.
 	written, read int64 // pages

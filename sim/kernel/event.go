@@ -23,15 +23,15 @@ func (t Time) Seconds() float64 { return float64(t) / float64(Second) }
 type eventKind uint8
 
 const (
-	evTask      eventKind = iota // a task runs (id: task)
-	evIODone                     // a disk completes its oldest request (id: disk)
-	evFlusher                    // a wb's flusher runs (id: wb)
-	evKupdate                    // a wb's periodic writeback timer fires (id: wb)
-	evKswapd                     // the node's kswapd runs
-	evMemcgKswapd                // a memcg's background reclaim thread runs (seed 001; id: memcg)
-	evThrottleTimeout            // a task's reclaim_throttle timeout (id: task)
-	evSample                     // the statistics sampler
-	evHook                       // an external driver's tick (the memcgd variant)
+	evTask            eventKind = iota // a task runs (id: task)
+	evIODone                           // a disk completes its oldest request (id: disk)
+	evFlusher                          // a wb's flusher runs (id: wb)
+	evKupdate                          // a wb's periodic writeback timer fires (id: wb)
+	evKswapd                           // the node's kswapd runs
+	evMemcgKswapd                      // a memcg's background reclaim thread runs (seed 001; id: memcg)
+	evThrottleTimeout                  // a task's reclaim_throttle timeout (id: task)
+	evSample                           // the statistics sampler
+	evHook                             // an external driver's tick (the memcgd variant)
 )
 
 type event struct {

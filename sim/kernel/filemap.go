@@ -81,9 +81,13 @@ type inode struct {
 	waiters              int // reclaimers waiting on its writeback
 
 	dirtiedWhen Time
-	list        uint8 // which wb list the inode is on (wbListNone, ...)
-	lprev       int32 // neighbours on that list
-	lnext       int32
+	// onMemcg says the inode is on its owner's list of inodes with dirty
+	// pages (mprev, mnext), which targeted write-out walks.
+	onMemcg      bool
+	mprev, mnext int32
+	list         uint8 // which wb list the inode is on (wbListNone, ...)
+	lprev        int32 // neighbours on that list
+	lnext        int32
 }
 
 func (k *Kernel) allocExtent() int32 {

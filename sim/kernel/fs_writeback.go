@@ -68,8 +68,8 @@ type bdiWriteback struct {
 	bw wbBandwidth
 	// completions is the wb's decayed writeback completions in the global
 	// domain (fprop), for its share of the thresholds.
-	completions int64
-	complPeriod int64
+	completions   int64
+	complPeriod   int64
 	dirtyExceeded bool
 }
 
@@ -354,6 +354,16 @@ func (k *Kernel) writebackWork(w int32) bool {
 			return false
 		}
 		wb.chunkLeft = 0
+		if cur.memcg != nilIdx {
+			// Targeted work leaves the wb's lists alone; a cleaned
+			// inode drops off them when the flusher next meets it.
+			if k.inodes[ino].dirty.pages > 0 {
+				// Next round goes to the cgroup's next inode.
+				k.memcgInodeDel(ino)
+				k.memcgInodeAdd(ino)
+			}
+			continue
+		}
 		// requeue_inode(): still dirty → b_more_io; clean → off the lists.
 		k.inodeListDel(w, ino)
 		if k.inodes[ino].dirty.pages > 0 {
@@ -371,10 +381,29 @@ func (k *Kernel) finishWork(w int32) {
 	}
 }
 
-// nextInode is the first inode on b_io this work may write.
+// nextInode is the next inode this work writes: the head of b_io, or for
+// work targeted at a cgroup the first dirty inode its subtree owns on this
+// wb (found through the cgroups' own lists, not by scanning b_io past
+// every other cgroup's inodes).
 func (k *Kernel) nextInode(w int32, filter int32) int32 {
-	for ino := k.wbs[w].lists[wbListIO].head; ino != nilIdx; ino = k.inodes[ino].lnext {
-		if filter == nilIdx || k.isAncestor(filter, k.inodes[ino].owner) {
+	if filter == nilIdx {
+		return k.wbs[w].lists[wbListIO].head
+	}
+	return k.memcgDirtyInode(filter, w)
+}
+
+func (k *Kernel) memcgDirtyInode(m, w int32) int32 {
+	c := &k.memcgs[m]
+	if c.hstat[msFileDirty] == 0 {
+		return nilIdx
+	}
+	for ino := c.dirtyInodes.head; ino != nilIdx; ino = k.inodes[ino].mnext {
+		if k.inodes[ino].wb == w && k.inodes[ino].dirty.pages > 0 {
+			return ino
+		}
+	}
+	for _, ch := range c.children {
+		if ino := k.memcgDirtyInode(ch, w); ino != nilIdx {
 			return ino
 		}
 	}
@@ -382,12 +411,45 @@ func (k *Kernel) nextInode(w int32, filter int32) int32 {
 }
 
 func (k *Kernel) hasEligible(w int32, l uint8, filter int32) bool {
-	for ino := k.wbs[w].lists[l].head; ino != nilIdx; ino = k.inodes[ino].lnext {
-		if filter == nilIdx || k.isAncestor(filter, k.inodes[ino].owner) {
-			return true
-		}
+	if filter != nilIdx {
+		return false
 	}
-	return false
+	return k.wbs[w].lists[l].head != nilIdx
+}
+
+// memcgInodeAdd puts ino on its owner's dirty-inode list.
+func (k *Kernel) memcgInodeAdd(ino int32) {
+	in := &k.inodes[ino]
+	lst := &k.memcgs[in.owner].dirtyInodes
+	in.onMemcg = true
+	in.mnext = nilIdx
+	in.mprev = lst.tail
+	if lst.tail != nilIdx {
+		k.inodes[lst.tail].mnext = ino
+	} else {
+		lst.head = ino
+	}
+	lst.tail = ino
+}
+
+// memcgInodeDel takes ino off its owner's dirty-inode list.
+func (k *Kernel) memcgInodeDel(ino int32) {
+	in := &k.inodes[ino]
+	if !in.onMemcg {
+		return
+	}
+	lst := &k.memcgs[in.owner].dirtyInodes
+	if in.mprev != nilIdx {
+		k.inodes[in.mprev].mnext = in.mnext
+	} else {
+		lst.head = in.mnext
+	}
+	if in.mnext != nilIdx {
+		k.inodes[in.mnext].mprev = in.mprev
+	} else {
+		lst.tail = in.mprev
+	}
+	in.onMemcg, in.mprev, in.mnext = false, nilIdx, nilIdx
 }
 
 // writebackChunkSize is writeback_chunk_size() for WB_SYNC_NONE work:
@@ -445,6 +507,9 @@ func (k *Kernel) startWriteback(ino int32, n int64) int64 {
 		wb.reclaimable -= e.n
 		wb.writeback += e.n
 		got += e.n
+	}
+	if in.dirty.pages == 0 {
+		k.memcgInodeDel(ino)
 	}
 	return got
 }

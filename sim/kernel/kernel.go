@@ -190,7 +190,9 @@ func (k *Kernel) Run(until Time) Time {
 		case evHook:
 			tk := &k.tickers[ev.id]
 			tk.f(k)
-			k.heap.push(k.now+tk.period, evHook, ev.id, 0)
+			if tk.period > 0 {
+				k.heap.push(k.now+tk.period, evHook, ev.id, 0)
+			}
 		}
 	}
 	return k.now
@@ -202,4 +204,29 @@ func (k *Kernel) afterCharge(m int32) {
 	if o := k.opts.Seed001; o != nil {
 		o.check(k, m)
 	}
+}
+
+// After calls f once at time at.
+func (k *Kernel) After(at Time, f func(k *Kernel)) {
+	k.tickers = append(k.tickers, ticker{f: f})
+	k.heap.push(at, evHook, int32(len(k.tickers)-1), 0)
+}
+
+// PageOps is the model's page operations so far: pages dirtied, started
+// and finished writeback, scanned, freed, activated, deactivated and read.
+func (k *Kernel) PageOps() int64 {
+	v := &k.node.vmstat
+	var read int64
+	for i := range k.disks {
+		read += k.disks[i].read
+	}
+	root := &k.memcgs[0]
+	return v[NrDirtied] + 2*v[NrWritten] + root.hev[mePgscanKswapd] + root.hev[mePgscanDirect] +
+		root.hev[mePgstealKswapd] + root.hev[mePgstealDirect] + root.hev[mePgactivate] + root.hev[mePgdeactivate] + read
+}
+
+// WBStartAll is how many wb_start_writeback ("write everything") requests
+// reclaim made, and how many seed 000 replaced with a targeted write-out.
+func (k *Kernel) WBStartAll() (full, memcgFirst int64) {
+	return k.node.wbStartAll[WBReasonVmscan], k.node.memcgFirst
 }

@@ -43,15 +43,17 @@ const (
 	mePgrefill
 	mePgactivate
 	mePgdeactivate
-	mePgoutrun    // seed 001: background reclaim runs
-	meAllocstall  // seed 001: direct (limit) reclaim invocations
-	meEventsMax   // memory.events max
-	meEventsHigh  // memory.events high
-	meEventsOOM   // memory.events oom (the model charges by force instead of killing)
-	meFailcnt     // v1 memory.failcnt
-	meDirtied     // pages dirtied by the cgroup's tasks
-	meWritten     // pages written back that the cgroup had dirtied
-	meThrottled   // pages' worth of balance_dirty_pages pauses taken (count of pauses)
+	mePgoutrun       // seed 001: background reclaim runs
+	meAllocstall     // seed 001: direct (limit) reclaim invocations
+	meEventsMax      // memory.events max
+	meEventsHigh     // memory.events high
+	meEventsOOM      // memory.events oom (the model charges by force instead of killing)
+	meFailcnt        // v1 memory.failcnt
+	meDirtied        // pages dirtied by the cgroup's tasks
+	meWritten        // pages written back that the cgroup had dirtied
+	meThrottled      // balance_dirty_pages pauses taken
+	meProactiveSteal // pages freed through memory.reclaim (memcgd)
+	meProactiveScan  // pages scanned by memory.reclaim
 	nrMemcgEvent
 )
 
@@ -72,6 +74,8 @@ type Memcg struct {
 	hev   [nrMemcgEvent]int64
 
 	wbs []int32 // v2: its bdi_writeback per disk, -1 until created
+	// dirtyInodes lists the inodes it owns that have dirty pages.
+	dirtyInodes inodeList
 
 	// Knobs are the seeds' per-cgroup knobs, used by the in-kernel
 	// variants and by the memcgd variant's policy.
@@ -88,7 +92,8 @@ type Memcg struct {
 
 func (k *Kernel) addMemcg(parent int32, name string, max, high int64) int32 {
 	id := int32(len(k.memcgs))
-	m := Memcg{Name: name, parent: parent, max: max, high: high, Knobs: memcg.DefaultKnobs()}
+	m := Memcg{Name: name, parent: parent, max: max, high: high, Knobs: memcg.DefaultKnobs(),
+		dirtyInodes: inodeList{nilIdx, nilIdx}}
 	for i := range m.lru {
 		m.lru[i] = lruList{head: nilIdx, tail: nilIdx}
 	}

@@ -145,6 +145,8 @@ type SeedCounters struct {
 	Failcnt, EventsMax, OOM int64
 	Dirtied, Written        int64
 	Pauses                  int64
+	ProactiveSteal          int64
+	ProactiveScan           int64
 }
 
 // Counters returns m's SeedCounters.
@@ -157,19 +159,20 @@ func (k *Kernel) Counters(m int32) SeedCounters {
 		Pgrefill: c.hev[mePgrefill], Pgoutrun: c.hev[mePgoutrun], Allocstall: c.hev[meAllocstall],
 		Failcnt: c.ev[meFailcnt], EventsMax: c.hev[meEventsMax], OOM: c.hev[meEventsOOM],
 		Dirtied: c.hev[meDirtied], Written: c.hev[meWritten], Pauses: c.hev[meThrottled],
+		ProactiveSteal: c.hev[meProactiveSteal], ProactiveScan: c.hev[meProactiveScan],
 	}
 }
 
 // Gauges are the instantaneous quantities the time series and plots use,
 // in pages.
 type Gauges struct {
-	Usage, Limit, Free            int64
-	File, Anon, Dirty, Writeback  int64
-	BgThresh, Thresh              int64 // the cgroup's dirty domain (global on v1 stock)
-	WmarkLow, WmarkHigh           int64 // seed 001's, or 0
-	NodeFree, NodeDirty, NodeWB   int64
-	GlobalBg, GlobalThresh        int64
-	DiskWritten                   int64 // pages written by disk 0 so far
+	Usage, Limit, Free           int64
+	File, Anon, Dirty, Writeback int64
+	BgThresh, Thresh             int64 // the cgroup's dirty domain (global on v1 stock)
+	WmarkLow, WmarkHigh          int64 // seed 001's, or 0
+	NodeFree, NodeDirty, NodeWB  int64
+	GlobalBg, GlobalThresh       int64
+	DiskWritten                  int64 // pages written by disk 0 so far
 }
 
 // Gauge samples cgroup m.

@@ -19,19 +19,19 @@ type node struct {
 	filePages int64
 	anonPages int64
 
-	minFreeKbytes                   int64
-	wmarkMin, wmarkLow, wmarkHigh   int64
-	totalreservePages               int64
-	kswapdQueued, kswapdAwake       bool
-	pgdatWriteback                  bool
-	nrWritebackThrottled            int64
-	nrReclaimStart                  int64
-	throttledTasks                  []int32
-	vmstat                          [nrVmstat]int64
-	directRetries                   int
-	memcgFirst                      int64 // seed 000 flushes that replaced a full flush
-	wbStartAll                      [8]int64 // wb_start_writeback requests by reason
-	throttledKswapds                []int32  // seed 001 threads waiting on writeback
+	minFreeKbytes                 int64
+	wmarkMin, wmarkLow, wmarkHigh int64
+	totalreservePages             int64
+	kswapdQueued, kswapdAwake     bool
+	pgdatWriteback                bool
+	nrWritebackThrottled          int64
+	nrReclaimStart                int64
+	throttledTasks                []int32
+	vmstat                        [nrVmstat]int64
+	directRetries                 int
+	memcgFirst                    int64    // seed 000 flushes that replaced a full flush
+	wbStartAll                    [8]int64 // wb_start_writeback requests by reason
+	throttledKswapds              []int32  // seed 001 threads waiting on writeback
 }
 
 // free is NR_FREE_PAGES.

@@ -39,10 +39,10 @@ type wbDomain struct {
 
 // wbBandwidth is the estimator state of a bdi_writeback (pages/s).
 type wbBandwidth struct {
-	writeBandwidth, avgWriteBandwidth       int64
+	writeBandwidth, avgWriteBandwidth      int64
 	dirtyRatelimit, balancedDirtyRatelimit int64
-	bwTimeStamp                             Time
-	dirtiedStamp, writtenStamp              int64
+	bwTimeStamp                            Time
+	dirtiedStamp, writtenStamp             int64
 }
 
 func newWBBandwidth(now Time) wbBandwidth {

@@ -180,7 +180,7 @@ func (k *Kernel) Freeze(t *Task, d Time) {
 func (k *Kernel) NewInode(di int32) int32 {
 	k.inodes = append(k.inodes, inode{disk: di, wb: nilIdx, owner: nilIdx,
 		dirty: extList{nilIdx, nilIdx, 0}, wback: extList{nilIdx, nilIdx, 0},
-		lprev: nilIdx, lnext: nilIdx})
+		lprev: nilIdx, lnext: nilIdx, mprev: nilIdx, mnext: nilIdx})
 	return int32(len(k.inodes) - 1)
 }
 
@@ -232,6 +232,9 @@ func (k *Kernel) Write(t *Task, ino int32, pgoff, n, block int64, accesses int) 
 		k.wbs[w].reclaimable += b
 		k.wbs[w].dirtied += b
 		k.markInodeDirty(ino, t.clock)
+		if !in.onMemcg {
+			k.memcgInodeAdd(ino)
+		}
 		k.afterCharge(m)
 		t.clock += Time(b) * k.cfg.WriteCostPerPage
 		done += b
@@ -334,3 +337,17 @@ func (k *Kernel) FreeAnon(t *Task, n int64) {
 		n -= c
 	}
 }
+
+// Tasks returns the tasks in cgroup m (not its descendants).
+func (k *Kernel) Tasks(m int32) []*Task {
+	var out []*Task
+	for _, t := range k.tasks {
+		if t.memcg == m && !t.done {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Done reports whether the task has finished.
+func (t *Task) Done() bool { return t.done }

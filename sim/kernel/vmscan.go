@@ -355,3 +355,22 @@ func (k *Kernel) wakeupKswapd(at Time) {
 	k.node.kswapdQueued = true
 	k.heap.push(at, evKswapd, 0, 0)
 }
+
+// ProactiveReclaim is memory.reclaim (user_proactive_reclaim): reclaim up
+// to n pages from m's subtree in the writer's context, and report the
+// pages freed. Reclaim that would throttle on writeback stops there: the
+// model does not make the caller sleep.
+func (k *Kernel) ProactiveReclaim(m int32, n int64) int64 {
+	var total int64
+	for tries := 0; total < n && tries < MaxReclaimRetries; tries++ {
+		sc := scanControl{nrToReclaim: max(min(n-total, SwapClusterMax*32), SwapClusterMax), target: m}
+		k.doTryToFreePages(m, &sc)
+		total += sc.nrReclaimed
+		k.countEvent(m, meProactiveSteal, sc.nrReclaimed)
+		k.countEvent(m, meProactiveScan, sc.nrScanned)
+		if sc.nrReclaimed == 0 || sc.mustSleep() {
+			break
+		}
+	}
+	return total
+}

@@ -76,7 +76,6 @@ func header(axes []Axis) string {
 // and writes one CSV line per point and variant, in grid order.
 func Run(w io.Writer, yaml []byte, axes []Axis, shard Shard, jobs int) error {
 	pts := Points(axes)
-	type job struct{ idx int }
 	var mine []int
 	for i := range pts {
 		if i%shard.Count == shard.Index {
@@ -149,7 +148,8 @@ func mibStr(pages int64) string { return fmt.Sprintf("%.1f", float64(pages)*4096
 
 // Merge combines shard outputs into the unsharded output: one header, the
 // lines in point order (a point's lines stay in variant order).
-func Merge(w io.Writer, shards ...io.Reader) error {
+func Merge(w io.Writer, first io.Reader, more ...io.Reader) error {
+	shards := append([]io.Reader{first}, more...)
 	var head string
 	type line struct {
 		point, seq int

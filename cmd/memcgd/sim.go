@@ -294,7 +294,7 @@ joins the shards' outputs into exactly the unsharded output.`,
 				defer f.Close()
 				rs = append(rs, f)
 			}
-			return sweep.Merge(cmd.OutOrStdout(), rs...)
+			return sweep.Merge(cmd.OutOrStdout(), rs[0], rs[1:]...)
 		},
 	})
 	return c

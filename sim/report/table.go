@@ -160,19 +160,28 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 			row("memcg-first write-outs", func(r *run.Result) string { return fmt.Sprint(r.MemcgFirst) }),
 			row(w+" memory stall (s)", func(r *run.Result) string { return secs(workload(r, w).Stall) }),
 			row(w+" time paused (s)", func(r *run.Result) string { return secs(workload(r, w).Paused) }),
+			row(w+" MiB/s", func(r *run.Result) string { return fmt.Sprintf("%.1f", workload(r, w).Throughput()/(1<<20)) }),
 		}
 	default:
 		t = Table{Title: "Summary", Header: header}
 		for _, wl := range sc.Workloads {
 			name := wl.Name
 			t.Rows = append(t.Rows,
-				row(name+" MB/s", func(r *run.Result) string { return mbps(workload(r, name).Throughput()) }),
+				row(name+" MiB/s", func(r *run.Result) string {
+					return fmt.Sprintf("%.1f", workload(r, name).Throughput()/(1<<20))
+				}),
 				row(name+" memory stall (s)", func(r *run.Result) string { return secs(workload(r, name).Stall) }),
 				row(name+" time paused (s)", func(r *run.Result) string { return secs(workload(r, name).Paused) }))
 		}
 		t.Rows = append(t.Rows,
 			row(sc.Report.Focus+" peak dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.PeakDirty) }),
-			row(sc.Report.Focus+" p99 dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.P99Dirty) }))
+			row(sc.Report.Focus+" p99 dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.P99Dirty) }),
+			row(sc.Report.Focus+" charges over the limit (v1 failcnt, v2 events max)", func(r *run.Result) string {
+				if sc.Machine.Cgroup == 1 {
+					return fmt.Sprint(r.FocusCounts.Failcnt)
+				}
+				return fmt.Sprint(r.FocusCounts.EventsMax)
+			}))
 	}
 	out := []Table{t}
 	if hasDaemon(rs) {

@@ -200,7 +200,7 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 			dr("full flushes", func(s *run.DaemonStats) string { return fmt.Sprint(s.Flushes) }),
 			dr("reclaimed (MiB)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.1f", float64(s.Reclaimed)/(1<<20)) }),
 			dr("pauses", func(s *run.DaemonStats) string { return fmt.Sprint(s.Pauses) }),
-			dr("time paused (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Paused.Seconds()) }),
+			dr("pause requested (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Paused.Seconds()) }),
 		}
 		out = append(out, d)
 	}

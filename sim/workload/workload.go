@@ -134,7 +134,8 @@ type Build struct {
 	job   int
 	phase int
 	src   Reader
-	anon  int64
+	anon  int64 // still to fault in
+	held  int64 // faulted in, freed after the compile
 	obj   Writer
 }
 
@@ -158,14 +159,16 @@ func (b *Build) Step(k *kernel.Kernel, t *kernel.Task) bool {
 		case 2:
 			got := k.AllocAnon(t, b.anon)
 			b.anon -= got
+			b.held += got
 			if b.anon > 0 {
 				return false
 			}
-			k.Sleep(t, b.Compile)
+			k.Compute(t, b.Compile)
 			b.phase = 3
 			return false
 		case 3:
-			k.FreeAnon(t, 1<<40)
+			k.FreeAnon(t, b.held)
+			b.held = 0
 			b.obj = Writer{Ino: b.NewFile(), Pages: 4 + b.Rand.Int64N(256), Block: 16, Accesses: 1}
 			b.phase = 4
 		case 4:

@@ -30,6 +30,7 @@ type simFlags struct {
 	csv      string
 	plots    string
 	timing   bool
+	stat     bool
 	jobs     int
 }
 
@@ -60,6 +61,11 @@ and seed give byte-identical output. See docs/sim.md.`,
 			if err := simreport.Write(cmd.OutOrStdout(), sc, rs); err != nil {
 				return err
 			}
+			if f.stat {
+				if err := simreport.WriteStat(cmd.OutOrStdout(), rs); err != nil {
+					return err
+				}
+			}
 			if f.timing {
 				for _, r := range rs {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %.1f s simulated in %v wall, %d events, %d page ops (%.1f M page ops/s, %.0f simulated s per wall s)\n",
@@ -86,6 +92,7 @@ and seed give byte-identical output. See docs/sim.md.`,
 	c.Flags().Int64Var(&f.seed, "seed", -1, "override the scenario's seed")
 	c.Flags().StringVar(&f.csv, "csv", "", "write the time series of every variant to this CSV file")
 	c.Flags().StringVar(&f.plots, "plot", "", "write PNG and SVG plots into this directory")
+	c.Flags().BoolVar(&f.stat, "stat", false, "also print each variant's memory.stat of the focus cgroup and /proc/vmstat at the end")
 	c.Flags().BoolVar(&f.timing, "timing", false, "print wall time and simulation speed per variant to stderr")
 	c.Flags().IntVarP(&f.jobs, "jobs", "j", runtime.NumCPU(), "variants run in parallel")
 	c.AddCommand(newSimSweepCmd())

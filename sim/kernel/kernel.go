@@ -155,8 +155,18 @@ func (k *Kernel) Live() int { return k.live }
 
 // Run processes events until every task has finished or until is reached,
 // and returns the time it stopped at.
-func (k *Kernel) Run(until Time) Time {
-	for k.heap.len() > 0 && k.live > 0 {
+func (k *Kernel) Run(until Time) Time { return k.run(until, true) }
+
+// Advance processes every event up to until, whether or not tasks are
+// left (the flushers and disks go on after the last task exits).
+func (k *Kernel) Advance(until Time) Time {
+	k.run(until, false)
+	k.now = max(k.now, until)
+	return k.now
+}
+
+func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
+	for k.heap.len() > 0 && (k.live > 0 || !stopWhenIdle) {
 		if k.heap.ev[0].at > until {
 			k.now = until
 			return k.now

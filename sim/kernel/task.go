@@ -62,7 +62,6 @@ type Task struct {
 
 	lastIno     int32
 	frozenUntil Time
-	sleptInStep Time
 }
 
 // ID is the task's index.
@@ -101,8 +100,7 @@ func (k *Kernel) runTask(t *Task) {
 		return
 	}
 	done := t.w.Step(k, t)
-	t.CPU += t.clock - begin - t.sleptInStep
-	t.sleptInStep = 0
+	t.CPU += t.clock - begin
 	if done {
 		t.done = true
 		t.End = t.clock
@@ -162,8 +160,13 @@ func (k *Kernel) taskEvent(t *Task) {
 	k.runTask(t)
 }
 
-// Sleep makes t sleep for d (a workload's think time or pacing).
+// Sleep makes t sleep for d (a workload's think time or pacing). A task
+// that a system call already put to sleep stays on that sleep: the
+// workload runs again when it ends.
 func (k *Kernel) Sleep(t *Task, d Time) {
+	if t.sleeping {
+		return
+	}
 	k.sleep(t, t.clock+d, nil)
 }
 
@@ -353,4 +356,8 @@ func (k *Kernel) Tasks(m int32) []*Task {
 func (t *Task) Done() bool { return t.done }
 
 // Compute spends d of CPU time in user space (a compiler's work).
-func (k *Kernel) Compute(t *Task, d Time) { t.clock += d }
+func (k *Kernel) Compute(t *Task, d Time) {
+	if !t.sleeping {
+		t.clock += d
+	}
+}

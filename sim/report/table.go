@@ -229,3 +229,19 @@ func Write(w io.Writer, sc *scenario.Scenario, rs []*run.Result) error {
 	}
 	return nil
 }
+
+// WriteStat prints, per variant, the focus cgroup's memory.stat (in the
+// machine's hierarchy format) and /proc/vmstat at the end of the run.
+func WriteStat(w io.Writer, rs []*run.Result) error {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "## %s: memory.stat of %s\n\n```\n%s```\n\n", r.Variant, r.Focus, kernel.Format(r.FocusStat))
+		lines := make([]kernel.StatLine, 0, len(r.Vmstat))
+		for _, v := range r.Vmstat {
+			lines = append(lines, kernel.StatLine{Key: v.Name, Value: v.Value})
+		}
+		fmt.Fprintf(&b, "## %s: /proc/vmstat\n\n```\n%s```\n\n", r.Variant, kernel.Format(lines))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

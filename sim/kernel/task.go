@@ -309,6 +309,11 @@ func (k *Kernel) AllocAnon(t *Task, n int64) int64 {
 		k.afterCharge(t.memcg)
 		t.clock += Time(b) * k.cfg.AnonCostPerPage
 		done += b
+		// try_charge_memcg(): past MEMCG_CHARGE_BATCH pages over high,
+		// handle it now rather than on the return to user mode.
+		if t.overHigh > MemcgChargeBatch && !k.handleOverHigh(t) {
+			break
+		}
 		if t.clock-start >= stepBudget || t.sleeping {
 			break
 		}

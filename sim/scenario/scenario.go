@@ -160,6 +160,7 @@ type scalar struct {
 	Set   bool
 }
 
+// UnmarshalYAML keeps the scalar's text and line.
 func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: want a single value, not a %s", n.Line, kindName(n.Kind))
@@ -271,6 +272,7 @@ type Error struct {
 	Allowed      string
 }
 
+// Error names the line, the field, the value and what is allowed.
 func (e *Error) Error() string {
 	if e.Value == "" && e.Line > 0 {
 		return fmt.Sprintf("scenario line %d: %s: missing: allowed %s", e.Line, e.Field, e.Allowed)

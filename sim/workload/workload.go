@@ -11,6 +11,14 @@ import (
 	"github.com/memcgd/memcgd/sim/kernel"
 )
 
+var (
+	_ kernel.Workload = (*Writer)(nil)
+	_ kernel.Workload = (*Reader)(nil)
+	_ kernel.Workload = (*Anon)(nil)
+	_ kernel.Workload = (*Dirtier)(nil)
+	_ kernel.Workload = (*Build)(nil)
+)
+
 // Writer writes Pages pages sequentially into a new file in blocks of
 // Block pages (Accesses touches per page: 4 for 1 KiB writes), optionally
 // paced at Rate pages per second by a token bucket one block deep.

@@ -171,7 +171,8 @@ func (k *Kernel) Sleep(t *Task, d Time) {
 }
 
 // Freeze stops t for d (memcgd's pause: cgroup.freeze or the v1 freezer).
-// A task already asleep has the time added to its sleep.
+// The task stops at its next system call and sleeps until the freeze
+// ends; a sleep it is already in is not lengthened.
 func (k *Kernel) Freeze(t *Task, d Time) {
 	if t.done {
 		return

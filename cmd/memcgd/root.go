@@ -30,7 +30,7 @@ cgroup's own dirty files before flushing everything (writeback_first).`,
 	}
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded policy, see README)")
 	root.PersistentFlags().StringVar(&g.procRoot, "proc", "/proc", "procfs root, for tests")
-	root.AddCommand(newRunCmd(g), newStatCmd(g), newSetCmd(g), newGetCmd(g), newVersionCmd())
+	root.AddCommand(newRunCmd(g), newStatCmd(g), newSetCmd(g), newGetCmd(g), newVersionCmd(), newSimCmd())
 	return root
 }
 

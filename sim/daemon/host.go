@@ -1,0 +1,125 @@
+// Package daemon runs memcgd's policy against the simulated kernel: Host
+// implements host.Host over a *kernel.Kernel on the simulated clock, and
+// Driver steps policy.Controller for every managed cgroup at the daemon's
+// interval, acting after the daemon's latency, as the agent's loop does.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/sim/kernel"
+)
+
+var _ host.Host = (*Host)(nil)
+var _ host.DirtyCounter = (*Host)(nil)
+
+// epoch is the wall-clock time the simulation's zero maps to: fixed, so
+// that runs are deterministic.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Host is the simulated kernel as memcgd sees it.
+type Host struct {
+	k     *kernel.Kernel
+	ids   map[host.Cgroup]int32
+	paths []host.Cgroup // by memcg id
+	// Counters of what the daemon did.
+	WriteOuts, Flushes, Pauses int64
+	Reclaimed                  int64 // bytes
+	Paused                     time.Duration
+}
+
+// NewHost wraps k. Cgroup paths are the kernel's cgroup names.
+func NewHost(k *kernel.Kernel) *Host {
+	h := &Host{k: k, ids: map[host.Cgroup]int32{}}
+	for m := int32(0); m < int32(k.MemcgCount()); m++ {
+		p := host.Cgroup(k.MemcgName(m))
+		h.ids[p] = m
+		h.paths = append(h.paths, p)
+	}
+	return h
+}
+
+func (h *Host) id(cg host.Cgroup) (int32, error) {
+	m, ok := h.ids[cg]
+	if !ok {
+		return 0, fmt.Errorf("cgroup %s: %w", cg, host.ErrVanished)
+	}
+	return m, nil
+}
+
+// Cgroups lists every cgroup, parents before children (creation order).
+func (h *Host) Cgroups(context.Context) ([]host.Cgroup, error) {
+	return append([]host.Cgroup(nil), h.paths...), nil
+}
+
+// Observe reads cg's state.
+func (h *Host) Observe(_ context.Context, cg host.Cgroup) (memcg.Stat, error) {
+	m, err := h.id(cg)
+	if err != nil {
+		return memcg.Stat{}, err
+	}
+	return h.k.Stat(m), nil
+}
+
+// Dirtied is the bytes cg's tasks have dirtied.
+func (h *Host) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
+	s, err := h.Observe(ctx, cg)
+	return s.Counters.DirtiedBytes, err
+}
+
+// Reclaim is memory.reclaim.
+func (h *Host) Reclaim(_ context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+	m, err := h.id(cg)
+	if err != nil {
+		return 0, err
+	}
+	got := uint64(h.k.ProactiveReclaim(m, int64((n+kernel.PageSize-1)/kernel.PageSize))) * kernel.PageSize
+	h.Reclaimed += int64(got)
+	if got == 0 {
+		return 0, host.ErrNothingReclaimed
+	}
+	return got, nil
+}
+
+// WriteOut starts write-out of cg's own dirty inodes.
+func (h *Host) WriteOut(_ context.Context, cg host.Cgroup) (host.WriteOut, error) {
+	m, err := h.id(cg)
+	if err != nil {
+		return host.WriteOut{}, err
+	}
+	n := h.k.WriteoutMemcg(m, kernel.WBReasonTargeted, false)
+	h.WriteOuts++
+	return host.WriteOut{Files: 1, Bytes: uint64(n) * kernel.PageSize}, nil
+}
+
+// Flush starts write-out of every dirty page.
+func (h *Host) Flush(_ context.Context, cg host.Cgroup) error {
+	if _, err := h.id(cg); err != nil {
+		return err
+	}
+	h.k.FlushAll(kernel.WBReasonVmscan)
+	h.Flushes++
+	return nil
+}
+
+// Pause freezes cg's tasks for d. On the simulated clock it returns at
+// once; the tasks stop at their next system call until d has passed.
+func (h *Host) Pause(_ context.Context, cg host.Cgroup, d time.Duration) error {
+	m, err := h.id(cg)
+	if err != nil {
+		return err
+	}
+	for _, t := range h.k.Tasks(m) {
+		h.k.Freeze(t, kernel.Time(d))
+	}
+	h.Pauses++
+	h.Paused += d
+	return nil
+}
+
+// Now is the simulated clock.
+func (h *Host) Now() time.Time { return epoch.Add(time.Duration(h.k.Now())) }

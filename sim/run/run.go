@@ -1,0 +1,275 @@
+// Package run builds a simulated machine from a scenario and one of its
+// variants, runs it, and collects the results the reports print.
+package run
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/sim/daemon"
+	"github.com/memcgd/memcgd/sim/kernel"
+	"github.com/memcgd/memcgd/sim/scenario"
+	"github.com/memcgd/memcgd/sim/workload"
+)
+
+// Result is one variant's run.
+type Result struct {
+	Variant string
+	// End is the simulated time the run stopped at.
+	End kernel.Time
+	// Workloads are in the scenario's order.
+	Workloads []WorkloadResult
+	// Focus is the report's cgroup.
+	Focus       string
+	FocusCounts kernel.SeedCounters
+	FocusStat   []kernel.StatLine
+	// PeakDirty is the focus cgroup's largest dirty+writeback sample, and
+	// P99Dirty the 99th percentile, in pages.
+	PeakDirty, P99Dirty int64
+	Vmstat              []kernel.VmstatLine
+	// FullFlushes are reclaim's "write everything" requests, MemcgFirst
+	// those seed 000 turned into the reclaiming cgroup's own.
+	FullFlushes, MemcgFirst int64
+	Samples                 []Sample
+	// Daemon is the memcgd variant's activity, nil otherwise.
+	Daemon *DaemonStats
+	// Events and PageOps measure the model's work; Wall is not part of
+	// any output that must be reproducible.
+	Events, PageOps int64
+	Wall            time.Duration
+}
+
+// WorkloadResult is one workload's outcome, summed over its tasks.
+type WorkloadResult struct {
+	Name, Kind, Cgroup string
+	Start, Finish      kernel.Time
+	Pages              int64 // written or read
+	CPU, Stall         kernel.Time
+	Paused, IOWait     kernel.Time
+	Pauses             int64
+	Counts             kernel.SeedCounters // of its cgroup (subtree)
+}
+
+// Throughput is the workload's pages per second of its run, in bytes/s.
+func (w WorkloadResult) Throughput() float64 {
+	d := (w.Finish - w.Start).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(w.Pages*kernel.PageSize) / d
+}
+
+// DaemonStats is what the simulated memcgd did.
+type DaemonStats struct {
+	Steps, WriteOuts, Flushes, Pauses, Errors int64
+	Reclaimed                                 int64
+	Paused                                    time.Duration
+}
+
+// Sample is one point of the time series, of the focus cgroup.
+type Sample struct {
+	T kernel.Time
+	kernel.Gauges
+}
+
+// Progress is told the simulated time as a run advances.
+type Progress func(now, until kernel.Time)
+
+// Variant runs one variant of sc.
+func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Result, error) {
+	wall := time.Now()
+	cfg := kernel.Config{
+		CgroupVersion: sc.Machine.Cgroup, HZ: sc.Machine.HZ,
+		MemoryPages: int64(sc.Machine.Memory / kernel.PageSize), ReservedPages: int64(sc.Machine.Reserved / kernel.PageSize),
+		MinFreeKbytes: sc.Machine.MinFreeKbytes, WatermarkScaleFactor: sc.Machine.WatermarkScaleFactor,
+		VMDirty: memcg.Knobs{DirtyRatio: sc.Machine.DirtyRatio, DirtyBackgroundRatio: sc.Machine.DirtyBackgroundRatio,
+			DirtyBytes: sc.Machine.DirtyBytes, DirtyBackgroundBytes: sc.Machine.DirtyBackgroundBytes},
+		DirtyExpireInterval:    kernel.Time(sc.Machine.DirtyExpire),
+		DirtyWritebackInterval: kernel.Time(sc.Machine.DirtyWritebackInterval),
+		WriteCostPerPage:       kernel.Time(sc.Machine.WritePage),
+		ReadCostPerPage:        kernel.Time(sc.Machine.ReadPage),
+		AnonCostPerPage:        kernel.Time(sc.Machine.AnonPage),
+		ScanCostPerPage:        kernel.Time(sc.Machine.ScanPage),
+	}
+	diskIdx := map[string]int32{}
+	for i, d := range sc.Disks {
+		diskIdx[d.Name] = int32(i)
+		cfg.Disks = append(cfg.Disks, kernel.DiskConfig{Name: d.Name, WriteBandwidth: int64(d.WriteBandwidth),
+			ReadBandwidth: int64(d.ReadBandwidth), Latency: kernel.Time(d.Latency), NrRequests: d.NrRequests,
+			MaxRequestPages: int64(d.MaxRequest / kernel.PageSize)})
+	}
+	var opts kernel.Options
+	for _, kv := range v.Kernel {
+		switch kv {
+		case scenario.KernelSeed000:
+			opts.Seed000 = &kernel.Seed000{MinDirtyPages: kernel.MinWbDirtyPages}
+		case scenario.KernelSeed001:
+			opts.Seed001 = &kernel.Seed001{}
+		case scenario.KernelSeed004:
+			opts.Seed004 = &kernel.Seed004{}
+		}
+	}
+	k, err := kernel.New(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x6d656d636764))
+	// Cgroups: knobs are the defaults, then the variant's, then the
+	// cgroup's own.
+	ids := map[string]int32{"/": 0}
+	children := map[string][]int32{}
+	limited := map[int32]bool{}
+	toBytes := func(b uint64) int64 {
+		if b == memcg.NoLimit {
+			return -1
+		}
+		return int64(b)
+	}
+	knobsFor := func(own map[string]string) (memcg.Knobs, error) {
+		kn := memcg.DefaultKnobs()
+		if err := kn.Apply(v.Knobs); err != nil {
+			return kn, err
+		}
+		return kn, kn.Apply(own)
+	}
+	for _, c := range sc.Cgroups {
+		parent := ids[path.Dir(c.Path)]
+		m := k.NewMemcg(parent, c.Path, toBytes(c.Limit), toBytes(c.High))
+		ids[c.Path] = m
+		kn, err := knobsFor(c.Knobs)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", c.Path, err)
+		}
+		k.SetKnobs(m, kn)
+		limited[m] = c.Limit != memcg.NoLimit || c.High != memcg.NoLimit || limited[parent]
+		for i := 0; i < c.Count; i++ {
+			ch := k.NewMemcg(m, fmt.Sprintf("%s/%d", c.Path, i), -1, -1)
+			k.SetKnobs(ch, kn)
+			children[c.Path] = append(children[c.Path], ch)
+			limited[ch] = limited[m]
+		}
+	}
+	// Workloads.
+	type wtask struct {
+		tasks []*kernel.Task
+		cg    int32
+	}
+	wts := make([]wtask, len(sc.Workloads))
+	for i, wl := range sc.Workloads {
+		m := ids[wl.Cgroup]
+		wts[i].cg = m
+		di := diskIdx[wl.Disk]
+		pages := int64((wl.Size + kernel.PageSize - 1) / kernel.PageSize)
+		block := max(int64(wl.Block/kernel.PageSize), 1)
+		start := kernel.Time(wl.Start)
+		switch wl.Kind {
+		case scenario.KindWriter:
+			acc := wl.Accesses
+			if acc == 0 {
+				acc = 1
+				if wl.Block < kernel.PageSize {
+					acc = int(kernel.PageSize / wl.Block)
+				}
+			}
+			w := &workload.Writer{Ino: k.NewInode(di), Pages: pages, Block: block, Accesses: acc,
+				Rate: int64(wl.Rate / kernel.PageSize)}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+		case scenario.KindReader:
+			w := &workload.Reader{Ino: k.NewInode(di), Pages: pages, Window: block}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+		case scenario.KindAnon:
+			w := &workload.Anon{Pages: pages, Rate: int64(wl.Rate / kernel.PageSize), Hold: kernel.Time(wl.Hold)}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+		case scenario.KindBuild:
+			w := &workload.Build{Jobs: wl.Jobs, Rand: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
+				Compile: kernel.Time(wl.Compile), NewFile: func() int32 { return k.NewInode(di) }}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+		case scenario.KindDirtier:
+			targets := children[wl.Cgroup]
+			if len(targets) == 0 {
+				targets = []int32{m}
+			}
+			for _, c := range targets {
+				w := &workload.Dirtier{Ino: k.NewInode(di), Pages: pages}
+				wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, c, w, start))
+			}
+		}
+	}
+	// The daemon manages the limited cgroups (limited_only: true).
+	var drv *daemon.Driver
+	if v.Memcgd != nil {
+		h := daemon.NewHost(k)
+		drv = &daemon.Driver{H: h, Interval: v.Memcgd.Interval, Latency: v.Memcgd.Latency}
+		for m := int32(1); m < int32(k.MemcgCount()); m++ {
+			if !limited[m] {
+				continue
+			}
+			var chain []host.Cgroup
+			var kn []memcg.Knobs
+			for c := m; c > 0; c = k.MemcgParent(c) {
+				chain = append([]host.Cgroup{host.Cgroup(k.MemcgName(c))}, chain...)
+				kn = append([]memcg.Knobs{k.Knobs(c)}, kn...)
+			}
+			drv.Managed = append(drv.Managed, daemon.Managed{Chain: chain, Knobs: kn})
+		}
+		drv.Start(k)
+	}
+	focus := ids[sc.Report.Focus]
+	res := &Result{Variant: v.Name, Focus: sc.Report.Focus}
+	sample := kernel.Time(sc.Sample)
+	k.Every(0, sample, func(k *kernel.Kernel) {
+		res.Samples = append(res.Samples, Sample{T: k.Now(), Gauges: k.Gauge(focus)})
+	})
+	until := kernel.Time(sc.Until)
+	if progress != nil {
+		k.Every(0, max(until/200, kernel.Millisecond), func(k *kernel.Kernel) { progress(k.Now(), until) })
+	}
+	res.End = k.Run(until)
+	for i, wl := range sc.Workloads {
+		wr := WorkloadResult{Name: wl.Name, Kind: wl.Kind, Cgroup: wl.Cgroup, Start: kernel.Time(wl.Start), Counts: k.Counters(wts[i].cg)}
+		for _, t := range wts[i].tasks {
+			wr.Pages += t.Written + t.Read
+			wr.CPU += t.CPU
+			wr.Stall += t.Stall
+			wr.Paused += t.Paused
+			wr.IOWait += t.IOWait
+			wr.Pauses += t.Pauses
+			f := t.End
+			if !t.Done() {
+				f = res.End
+			}
+			wr.Finish = max(wr.Finish, f)
+		}
+		res.Workloads = append(res.Workloads, wr)
+	}
+	res.FocusCounts = k.Counters(focus)
+	res.FocusStat = k.MemoryStat(focus)
+	res.Vmstat = k.Vmstat()
+	res.FullFlushes, res.MemcgFirst = k.WBStartAll()
+	var peaks []int64
+	for _, s := range res.Samples {
+		peaks = append(peaks, s.Dirty+s.Writeback)
+	}
+	res.PeakDirty, res.P99Dirty = peakAndP99(peaks)
+	if drv != nil {
+		res.Daemon = &DaemonStats{Steps: drv.Steps, WriteOuts: drv.H.WriteOuts, Flushes: drv.H.Flushes,
+			Pauses: drv.H.Pauses, Errors: drv.Errors, Reclaimed: drv.H.Reclaimed, Paused: drv.H.Paused}
+	}
+	res.Events, res.PageOps = k.Events, k.PageOps()
+	res.Wall = time.Since(wall)
+	return res, nil
+}
+
+func peakAndP99(xs []int64) (peak, p99 int64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := append([]int64(nil), xs...)
+	slices.Sort(s)
+	return s[len(s)-1], s[(len(s)*99)/100]
+}

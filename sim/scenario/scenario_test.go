@@ -1,0 +1,126 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+)
+
+const base = `version: 1
+name: t
+machine:
+  memory: 4G
+  cgroup: v1
+disks:
+  - name: vda
+    write_bandwidth: 200M
+cgroups:
+  - path: /w
+    limit: 64M
+workloads:
+  - name: dd
+    kind: writer
+    cgroup: /w
+    size: 1G
+`
+
+// Every error names the line, the field, the value and what is allowed.
+func TestValidationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", strings.Replace(base, "  memory: 4G", "  memroy: 4G", 1), []string{"line 4", "memroy"}},
+		{"bad size", strings.Replace(base, "limit: 64M", "limit: 64Q", 1), []string{"line 11", "cgroups[0].limit", `"64Q"`, "a size"}},
+		{"bad cgroup version", strings.Replace(base, "cgroup: v1", "cgroup: v3", 1), []string{"line 5", "machine.cgroup", `"v3"`, "v1, v2"}},
+		{"bad duration", base + "until: 10 minutes\n", []string{"line 17", "until", `"10 minutes"`, "duration"}},
+		{"unknown workload kind", strings.Replace(base, "kind: writer", "kind: typist", 1), []string{"line 14", "workloads[0].kind", `"typist"`, "writer, reader"}},
+		{"undefined cgroup", strings.Replace(base, "cgroup: /w\n", "cgroup: /x\n", 1), []string{"line 15", "workloads[0].cgroup", `"/x"`, "listed under cgroups"}},
+		{"parent missing", strings.Replace(base, "path: /w", "path: /a/w", 1), []string{"line 10", "cgroups[0].path", "parent /a"}},
+		{"bad knob", strings.Replace(base, "limit: 64M", "limit: 64M\n    knobs: {dirty_ratio: 120}", 1), []string{"line 12", "cgroups[0].knobs.dirty_ratio", `"120"`, "0 to 100"}},
+		{"high on v1", strings.Replace(base, "limit: 64M", "limit: 64M\n    high: 32M", 1), []string{"line 12", "cgroups[0].high", "v2 only"}},
+		{"bad seed kernel", base + "variants:\n  - name: x\n    kernel: [seed-002]\n", []string{"line 19", "variants[0].kernel[0]", `"seed-002"`, "seed-000"}},
+		{"memcgd with seed kernel", base + "variants:\n  - name: x\n    kernel: [seed-000]\n    memcgd: {interval: 50ms}\n", []string{"line 19", "variants[0].kernel", "stock kernel"}},
+		{"wrong version", strings.Replace(base, "version: 1", "version: 2", 1), []string{"line 1", "version", `"2"`}},
+		{"missing version", strings.Replace(base, "version: 1\n", "", 1), []string{"version", "missing"}},
+		{"no size", strings.Replace(base, "    size: 1G\n", "", 1), []string{"workloads[0].size", "positive size"}},
+		{"list for scalar", strings.Replace(base, "memory: 4G", "memory: [4G]", 1), []string{"line 4", "single value"}},
+		{"duplicate variant", base + "variants:\n  - name: x\n  - name: x\n", []string{"line 19", "variants[1].name", `"x"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBaseIsValid(t *testing.T) {
+	s, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Machine.Memory != 4<<30 || s.Cgroups[0].Limit != 64<<20 || s.Workloads[0].Size != 1<<30 || s.Variants[0].Name != "stock" {
+		t.Fatalf("parsed %+v", s)
+	}
+}
+
+func TestEmbeddedScenariosParse(t *testing.T) {
+	names := Names()
+	for _, want := range []string{"seed-000", "seed-001", "seed-004"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("no embedded scenario %s in %v", want, names)
+		}
+	}
+	for _, n := range names {
+		b, err := Embedded(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(b); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+func TestSet(t *testing.T) {
+	s, err := Parse([]byte(base), Assignment{"cgroups[0].limit", "200M"}, Assignment{"machine.dirty_ratio", "5"},
+		Assignment{"workloads[0].rate", "100M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Cgroups[0].Limit != 200<<20 || s.Machine.DirtyRatio != 5 || s.Workloads[0].Rate != 100<<20 {
+		t.Fatalf("sets not applied: %+v %+v", s.Cgroups[0], s.Machine)
+	}
+	for _, bad := range []Assignment{{"cgroups[3].limit", "1G"}, {"cgroups.limit", "1G"}, {"machine", "x"}} {
+		if _, err := Parse([]byte(base), bad); err == nil {
+			t.Errorf("set %v accepted", bad)
+		}
+	}
+	if _, err := Parse([]byte(base), Assignment{"cgroups[0].limit", "lots"}); err == nil || !strings.Contains(err.Error(), "cgroups[0].limit") {
+		t.Errorf("bad set value: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	for _, n := range Names() {
+		b, _ := Embedded(n)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Parse(b)
+		if err == nil && s == nil {
+			t.Fatal("nil scenario without error")
+		}
+	})
+}

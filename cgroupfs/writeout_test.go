@@ -128,7 +128,7 @@ func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 	}
 
 	start := time.Now()
-	w, err := cgroupfs.WriteOut(context.Background(), "/proc", l, target.Path)
+	w, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), target.Path)
 	if err != nil {
 		t.Fatalf("WriteOut: %v", err)
 	}
@@ -165,7 +165,7 @@ func TestWriteOutOfAVanishedCgroup(t *testing.T) {
 	if err := os.Remove(gone.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cgroupfs.WriteOut(context.Background(), "/proc", l, gone.Path); !errors.Is(err, host.ErrVanished) {
+	if _, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), gone.Path); !errors.Is(err, host.ErrVanished) {
 		t.Errorf("WriteOut of a removed cgroup: error %v, want host.ErrVanished", err)
 	}
 }

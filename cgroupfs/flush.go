@@ -147,42 +147,23 @@ func (fl *Flusher) Flush(ctx context.Context, procRoot string, l Layout, cg host
 		return FlushNothing, fmt.Errorf("flush %s: %w", cg, err)
 	}
 	result := FlushNothing
-	reserved := false
-	var prevLast time.Time
 	for _, tf := range files {
-		fl.mu.Lock()
-		switch {
-		case fl.inFlight[tf.dev]:
-			fl.mu.Unlock()
-			result = max(result, FlushCoalesced)
+		r := fl.admit(tf.dev)
+		if r != FlushStarted {
+			result = preferred(result, r)
 			continue
-		case reserved:
-		case fl.opts.now().Sub(fl.last) < fl.opts.Interval, len(fl.inFlight) >= fl.opts.MaxInFlight:
-			fl.mu.Unlock()
-			if result == FlushNothing {
-				result = FlushRateLimited
-			}
-			continue
-		default:
-			prevLast, fl.last, reserved = fl.last, fl.opts.now(), true
 		}
-		fl.inFlight[tf.dev] = true
-		fl.mu.Unlock()
 		f, err := fl.open(ctx, procRoot, tf, mounts)
 		if err != nil {
-			fl.mu.Lock()
-			delete(fl.inFlight, tf.dev)
-			fl.mu.Unlock()
-			continue // gone; another file may stand for a filesystem
+			// Gone, or no longer the file listed. The slot stays used: a
+			// tenant that swaps descriptors gains no extra flushes.
+			fl.finish(tf.dev)
+			result = preferred(result, FlushRateLimited)
+			continue
 		}
 		fl.wg.Add(1)
 		go fl.syncfs(cg, tf.dev, f)
 		return FlushStarted, nil
-	}
-	if reserved {
-		fl.mu.Lock()
-		fl.last = prevLast // nothing started after all
-		fl.mu.Unlock()
 	}
 	switch result {
 	case FlushNothing:
@@ -192,6 +173,41 @@ func (fl *Flusher) Flush(ctx context.Context, procRoot string, l Layout, cg host
 			cg, fl.opts.Interval, fl.opts.MaxInFlight, host.ErrRateLimited)
 	}
 	return result, nil
+}
+
+// admit decides on a flush of the filesystem dev: FlushCoalesced if one
+// is in progress, FlushRateLimited if the rate or the bound on flushes in
+// flight forbids one, else FlushStarted, having reserved it: the caller
+// must call finish(dev) when the flush is over or did not happen.
+func (fl *Flusher) admit(dev uint64) FlushResult {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	now := fl.opts.now()
+	switch {
+	case fl.inFlight[dev]:
+		return FlushCoalesced
+	case !fl.last.IsZero() && now.Sub(fl.last) < fl.opts.Interval, len(fl.inFlight) >= fl.opts.MaxInFlight:
+		return FlushRateLimited
+	}
+	fl.inFlight[dev], fl.last = true, now
+	return FlushStarted
+}
+
+// finish ends the flush of dev that admit reserved.
+func (fl *Flusher) finish(dev uint64) {
+	fl.mu.Lock()
+	delete(fl.inFlight, dev)
+	fl.mu.Unlock()
+}
+
+// preferred returns what to report of two outcomes for a cgroup's
+// filesystems: a flush in progress over one refused, either over none.
+func preferred(a, b FlushResult) FlushResult {
+	rank := map[FlushResult]int{FlushNothing: 0, FlushRateLimited: 1, FlushCoalesced: 2, FlushStarted: 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 // open opens tf for the flush, checked, under the bound.
@@ -230,9 +246,7 @@ func (fl *Flusher) syncfs(cg host.Cgroup, dev uint64, f *os.File) {
 	start := fl.opts.now()
 	err := fl.opts.syncfs(int(f.Fd()))
 	f.Close()
-	fl.mu.Lock()
-	delete(fl.inFlight, dev)
-	fl.mu.Unlock()
+	fl.finish(dev)
 	if err != nil {
 		fl.log.Warn("syncfs", "cgroup", cg, "device", fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)), "err", err)
 		return

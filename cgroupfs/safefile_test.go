@@ -189,3 +189,72 @@ func TestWriteOutSkipsFilesOnFilesystemsNotAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestMapperProcess is not a test: run as a child with MEMCGD_MAPPER set to
+// a path, it maps that file shared and writable, dirties 8 MiB of it
+// through the mapping, closes its descriptor (the mapping alone keeps the
+// file), creates PATH.ready and sleeps.
+func TestMapperProcess(t *testing.T) {
+	p := os.Getenv("MEMCGD_MAPPER")
+	if p == "" {
+		t.Skip("helper process for TestWriteOutReachesSharedWritableMappings")
+	}
+	const size = 8 << 20
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil || unix.Ftruncate(fd, size) != nil {
+		os.Exit(2)
+	}
+	m, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		os.Exit(3)
+	}
+	unix.Close(fd)
+	for i := 0; i < size; i += 4096 {
+		m[i] = 1
+	}
+	if err := os.WriteFile(p+".ready", nil, 0o600); err != nil {
+		os.Exit(4)
+	}
+	time.Sleep(time.Hour)
+}
+
+// A file a task only has mapped shared and writable is reached through
+// /proc/PID/map_files, checked as descriptors are, and written out.
+func TestWriteOutReachesSharedWritableMappings(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	dir := diskDir(t)
+	c := cgrouptest.New(t, l, 0)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "mapped")
+	t.Setenv("MEMCGD_MAPPER", file)
+	c.Start(t, self, "-test.run=^TestMapperProcess$")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(file + ".ready"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mapper process did not start within 10s")
+		}
+	}
+	before := dirty(t, l, c)
+	w, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after uint64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if after = dirty(t, l, c); after <= before/10 {
+			break
+		}
+	}
+	t.Logf("a mapping of 8 MiB dirtied through it: WriteOut %+v; dirty %.1f -> %.1f MiB", w, float64(before)/mib, float64(after)/mib)
+	if w.Files != 1 {
+		t.Errorf("WriteOut started %d files, want the mapped one", w.Files)
+	}
+	if before < 4*mib || after > before/10 {
+		t.Errorf("dirty %d -> %d bytes, want about 8 MiB falling to at most a tenth", before, after)
+	}
+}

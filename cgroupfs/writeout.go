@@ -1,8 +1,6 @@
 package cgroupfs
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,10 +234,16 @@ func listFiles(ctx context.Context, bio *BoundedIO, mounts *Mounts, procRoot, di
 				files = append(files, taskFile{path: filepath.Join(proc, "fd", fd.name), want: fd.FileID, dev: mounts.devOf(fd.MntID)})
 			}
 		}
-		var maps []mapping
-		err := bio.do(ctx, ioKey{'p', uint64(pid)}, func() { maps = mappedFiles(proc, writing) })
+		var (
+			maps    []mapping
+			mapsErr error
+		)
+		err := bio.do(ctx, ioKey{'p', uint64(pid)}, func() { maps, mapsErr = mappedFiles(proc, writing) })
 		if err != nil {
 			continue // its mmap_lock is held; the next write-out will try again
+		}
+		if mapsErr != nil {
+			return nil, mapsErr
 		}
 		for _, m := range maps {
 			if _, ok := mounts.SafeDev(m.Dev); !ok {
@@ -306,37 +310,32 @@ type mapping struct {
 // writable, with writing set), one per file. They are reopened through
 // /proc/PID/map_files, which needs CAP_SYS_ADMIN but reaches deleted
 // files and paths with spaces alike.
-func mappedFiles(proc string, writing bool) []mapping {
-	b, err := os.ReadFile(filepath.Join(proc, "maps"))
+func mappedFiles(proc string, writing bool) ([]mapping, error) {
+	p := filepath.Join(proc, "maps")
+	b, err := os.ReadFile(p)
 	if err != nil {
-		return nil
+		return nil, nil // exited
 	}
 	seen := make(map[[2]uint64]bool) // one per "dev inode", not per mapping
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// address perms offset dev inode [path] (fs/proc/task_mmu.c show_map_vma)
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || f[4] == "0" || len(f[1]) != 4 {
-			continue // anonymous
+	err = format.ParseMaps(b, func(m format.Mapping) {
+		if m.Inode == 0 || writing && !(m.Write && m.Shared) {
+			return
 		}
-		if writing && (f[1][1] != 'w' || f[1][3] != 's') {
-			continue
-		}
-		major, minor, ok := strings.Cut(f[3], ":")
-		ma, err1 := strconv.ParseUint(major, 16, 32)
-		mi, err2 := strconv.ParseUint(minor, 16, 32)
-		ino, err3 := strconv.ParseUint(f[4], 10, 64)
-		if !ok || err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		m := mapping{addr: f[0], Dev: unix.Mkdev(uint32(ma), uint32(mi)), Ino: ino}
-		if k := [2]uint64{m.Dev, m.Ino}; !seen[k] {
+		dev := unix.Mkdev(m.Major, m.Minor)
+		if k := [2]uint64{dev, m.Inode}; !seen[k] {
 			seen[k] = true
-			out = append(out, m)
+			// map_files names a mapping by its unpadded range
+			// (fs/proc/base.c, proc_map_files_readdir), which maps
+			// pads to 8 digits.
+			addr := strconv.FormatUint(m.Start, 16) + "-" + strconv.FormatUint(m.End, 16)
+			out = append(out, mapping{addr: addr, Dev: dev, Ino: m.Inode})
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	return out
+	return out, nil
 }
 
 // subtreeProcs returns the processes in the cgroup at dir and its

@@ -173,7 +173,11 @@ func NewMounts(procRoot string) *Mounts {
 	return &Mounts{procRoot: procRoot, loaded: map[string]bool{}, byID: map[uint64]mountEntry{}, byDev: map[uint64]string{}}
 }
 
-// Load adds the mounts of pid's mount namespace, once per namespace.
+// errBadMountInfo reports a mountinfo file the parser does not understand.
+var errBadMountInfo = errors.New("unexpected mountinfo")
+
+// Load adds the mounts of pid's mount namespace, once per namespace. A
+// process gone meanwhile is an error wrapping fs.ErrNotExist or ESRCH.
 func (m *Mounts) Load(pid int) error {
 	proc := m.procRoot + "/" + strconv.Itoa(pid)
 	ns, err := os.Readlink(proc + "/ns/mnt")
@@ -189,7 +193,7 @@ func (m *Mounts) Load(pid int) error {
 	}
 	mounts, err := format.ParseMountInfo(bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("read %s/mountinfo: %w", proc, err)
+		return fmt.Errorf("read %s/mountinfo: %w: %w", proc, errBadMountInfo, err)
 	}
 	for _, mt := range mounts {
 		dev := unix.Mkdev(mt.Major, mt.Minor)

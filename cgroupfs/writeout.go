@@ -221,7 +221,9 @@ func listFiles(ctx context.Context, bio *BoundedIO, mounts *Mounts, procRoot, di
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if mounts.Load(pid) != nil {
+		if err := mounts.Load(pid); errors.Is(err, errBadMountInfo) {
+			return nil, err
+		} else if err != nil {
 			continue // exited
 		}
 		proc := filepath.Join(procRoot, strconv.Itoa(pid))

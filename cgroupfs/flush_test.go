@@ -19,36 +19,37 @@ import (
 	"github.com/memcgd/memcgd/host"
 )
 
-// settleDirty waits, up to a minute, until the machine holds less than
-// half the dirty pages the tests' own writers will add, so that the
-// flushers are not already writing (a freshly booted test VM still has
-// its test binaries dirty). It writes nothing itself.
+// settleDirty waits, up to a minute, until the machine's dirty and
+// writeback pages and the tests' own writers' together stay below half
+// the background threshold, so that the flushers are not already writing
+// (a freshly booted test VM is still writing its test binaries to a
+// throttled disk). It writes nothing itself.
 func settleDirty(t *testing.T, size int64) {
 	t.Helper()
 	limit := backgroundThreshold(t) / 2
 	deadline := time.Now().Add(time.Minute)
 	for {
-		d := machineDirty(t)
+		d := machineDirty(t, "Dirty:") + machineDirty(t, "Writeback:")
 		if d+uint64(2*size) < limit {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Logf("the machine still holds %d MiB dirty after a minute", d/mib)
+			t.Logf("the machine still holds %d MiB dirty or under writeback after a minute", d/mib)
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// machineDirty is /proc/meminfo's Dirty in bytes.
-func machineDirty(t *testing.T) uint64 {
+// machineDirty is /proc/meminfo's key (Dirty:, Writeback:) in bytes.
+func machineDirty(t *testing.T, key string) uint64 {
 	t.Helper()
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Dirty:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -56,7 +57,7 @@ func machineDirty(t *testing.T) uint64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("/proc/meminfo has no Dirty line")
+	t.Fatalf("/proc/meminfo has no %s line", key)
 	return 0
 }
 

@@ -16,7 +16,7 @@ import (
 // from userspace. BoundedIO runs them on goroutines of their own and
 // stops waiting at a deadline: the call that overran is abandoned (its
 // goroutine stays blocked in the kernel, and releases what it holds if it
-// ever returns), its key (a filesystem, or a task) is marked stuck, and no
+// ever returns), its key (a filesystem, or a cgroup's tasks) is marked stuck, and no
 // new call is issued on a stuck key until the abandoned one returns. At
 // most MaxStuck calls can be abandoned at once; past that, every call is
 // refused until one returns. A worker therefore never waits more than
@@ -45,9 +45,9 @@ type IOOptions struct {
 var ErrStuck = errors.New("file operation did not complete in time")
 
 // ioKey names what an operation may block on: a filesystem (by mount ID
-// or device number) or a task (its mmap_lock).
+// or device number) or the tasks of a cgroup (their mmap_locks).
 type ioKey struct {
-	kind byte // 'm' mount ID, 'd' device number, 'p' process ID
+	kind byte // 'm' mount ID, 'd' device number, 'c' a cgroup's listing (hash of its directory)
 	id   uint64
 }
 
@@ -58,7 +58,7 @@ func (k ioKey) String() string {
 	case 'd':
 		return fmt.Sprintf("device %d:%d", k.id>>32, k.id&(1<<32-1))
 	}
-	return fmt.Sprintf("process %d", k.id)
+	return fmt.Sprintf("listing of cgroup %x", k.id)
 }
 
 // BoundedIO runs blocking file operations with a deadline. It is safe for

@@ -141,8 +141,7 @@ func (fl *Flusher) Flush(ctx context.Context, procRoot string, l Layout, cg host
 	if dir == "" {
 		return FlushNothing, fmt.Errorf("flush %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
 	}
-	mounts := NewMounts(procRoot)
-	files, err := listFiles(ctx, fl.bio, mounts, procRoot, dir, true)
+	files, mounts, err := listFiles(ctx, fl.bio, procRoot, dir, true)
 	if err != nil {
 		return FlushNothing, fmt.Errorf("flush %s: %w", cg, err)
 	}

@@ -41,29 +41,36 @@ func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg
 	if err != nil {
 		return host.WriteOut{}, fmt.Errorf("write out %s: %w", cg, err)
 	}
-	mounts := NewMounts(procRoot)
-	files, err := listFiles(ctx, bio, mounts, procRoot, dir, true)
+	files, mounts, err := listFiles(ctx, bio, procRoot, dir, true)
 	if err != nil {
 		return host.WriteOut{}, fmt.Errorf("write out %s: %w", cg, err)
 	}
 	out := host.WriteOut{Bytes: dirty}
 	done := newFileSet()
 	var errs []error
-	for _, tf := range files {
+	// One bounded operation per filesystem, not per file: a handoff to
+	// a goroutine costs more than the system calls for a file, and a
+	// filesystem that stops answering is abandoned whole anyway.
+	for _, group := range byKey(files) {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		started, err := bio.writeOutTaskFile(ctx, procRoot, tf, mounts, done)
-		switch {
-		case errors.Is(err, ErrStuck):
-			errs = append(errs, fmt.Errorf("write out %s: %w", tf.path, err))
-		case err != nil:
-			// The task closed it, exited, or the slot now names
-			// another file.
-		case started:
-			out.Files++
+		var started int
+		err := bio.do(ctx, group[0].key(), func() {
+			for _, tf := range group {
+				if ok, err := writeOutTaskFile(procRoot, tf, mounts, done); ok && err == nil {
+					started++
+				}
+				// Otherwise the task closed it, exited, or the slot
+				// now names another file.
+			}
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write out %d files: %w", len(group), err))
+			continue
 		}
+		out.Files += started
 	}
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("write out %s: %w", cg, err)
@@ -71,26 +78,32 @@ func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg
 	return out, nil
 }
 
-// writeOutTaskFile opens tf's /proc link with O_PATH, checks and reopens
-// it, and starts its write-out, all under b and keyed by its filesystem.
-// started is false when done already holds the file.
-func (b *BoundedIO) writeOutTaskFile(ctx context.Context, procRoot string, tf taskFile, mounts *Mounts, done *fileSet) (started bool, err error) {
-	var (
-		ok   bool
-		ferr error
-	)
-	err = b.do(ctx, tf.key(), func() {
-		pfd, err := unix.Open(tf.path, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ferr = err
-			return
+// byKey groups files by what an operation on them may block on, in the
+// order of their first appearance.
+func byKey(files []taskFile) [][]taskFile {
+	index := make(map[ioKey]int)
+	var groups [][]taskFile
+	for _, tf := range files {
+		i, ok := index[tf.key()]
+		if !ok {
+			i = len(groups)
+			index[tf.key()] = i
+			groups = append(groups, nil)
 		}
-		ok, ferr = writeOutPathFD(procRoot, pfd, tf.want, mounts, done)
-	})
+		groups[i] = append(groups[i], tf)
+	}
+	return groups
+}
+
+// writeOutTaskFile opens tf's /proc link with O_PATH, checks and reopens
+// it, and starts its write-out. started is false when done already holds
+// the file. It may block: call it under BoundedIO.
+func writeOutTaskFile(procRoot string, tf taskFile, mounts *Mounts, done *fileSet) (started bool, err error) {
+	pfd, err := unix.Open(tf.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false, err
 	}
-	return ok, ferr
+	return writeOutPathFD(procRoot, pfd, tf.want, mounts, done)
 }
 
 // WriteOutFD starts write-out of the file pathFD names, a descriptor
@@ -175,7 +188,8 @@ func cgroupFiles(ctx context.Context, procRoot, dir string, writing bool) ([]tas
 	if err != nil {
 		return nil, err
 	}
-	return listFiles(ctx, bio, NewMounts(procRoot), procRoot, dir, writing)
+	files, _, err := listFiles(ctx, bio, procRoot, dir, writing)
+	return files, err
 }
 
 // reopen checks and reopens tf with a table of mounts of its own, without
@@ -202,15 +216,41 @@ func (tf taskFile) reopen() (*os.File, error) {
 // listFiles lists the distinct regular files on safe filesystems that the
 // tasks of the cgroup at dir and of its descendants have open or mapped;
 // with writing set, only those open for writing or mapped shared and
-// writable. It reads only procfs, never the files: their /proc/PID/fdinfo
-// and mountinfo say which mount each is on. Tasks that exit while they
-// are read are skipped; reading a task's maps is bounded by bio, since it
-// waits for the task's mmap_lock.
-func listFiles(ctx context.Context, bio *BoundedIO, mounts *Mounts, procRoot, dir string, writing bool) ([]taskFile, error) {
+// writable. It returns them with the mounts of the tasks' namespaces. It
+// reads only procfs, never the files: their /proc/PID/fdinfo and
+// mountinfo say which mount each is on. Tasks that exit while they are
+// read are skipped.
+//
+// The reading is one operation under bio, keyed by the cgroup: reading a
+// task's maps waits for its mmap_lock, which a task blocked in a page
+// fault on a hung filesystem holds, so the listing of such a cgroup is
+// abandoned and not tried again until that read returns.
+func listFiles(ctx context.Context, bio *BoundedIO, procRoot, dir string, writing bool) ([]taskFile, *Mounts, error) {
 	pids, err := subtreeProcs(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var (
+		files []taskFile
+		lerr  error
+		// The listing's own table: an abandoned listing may still be
+		// writing to it.
+		mounts = NewMounts(procRoot)
+	)
+	err = bio.do(ctx, ioKey{'c', fnv64(dir)}, func() {
+		files, lerr = listTasks(ctx, mounts, procRoot, pids, writing)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if lerr != nil {
+		return nil, nil, lerr
+	}
+	return files, mounts, nil
+}
+
+// listTasks is listFiles for the processes pids. It may block.
+func listTasks(ctx context.Context, mounts *Mounts, procRoot string, pids []int, writing bool) ([]taskFile, error) {
 	type key struct {
 		kind     byte
 		dev, ino uint64
@@ -236,16 +276,9 @@ func listFiles(ctx context.Context, bio *BoundedIO, mounts *Mounts, procRoot, di
 				files = append(files, taskFile{path: filepath.Join(proc, "fd", fd.name), want: fd.FileID, dev: mounts.devOf(fd.MntID)})
 			}
 		}
-		var (
-			maps    []mapping
-			mapsErr error
-		)
-		err := bio.do(ctx, ioKey{'p', uint64(pid)}, func() { maps, mapsErr = mappedFiles(proc, writing) })
+		maps, err := mappedFiles(proc, writing)
 		if err != nil {
-			continue // its mmap_lock is held; the next write-out will try again
-		}
-		if mapsErr != nil {
-			return nil, mapsErr
+			return nil, err
 		}
 		for _, m := range maps {
 			if _, ok := mounts.SafeDev(m.Dev); !ok {
@@ -260,6 +293,16 @@ func listFiles(ctx context.Context, bio *BoundedIO, mounts *Mounts, procRoot, di
 	return files, nil
 }
 
+// fnv64 is the FNV-1a hash of s.
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
 // openFD is a descriptor as its fdinfo lists it.
 type openFD struct {
 	name string // N in /proc/PID/fd/N
@@ -268,18 +311,25 @@ type openFD struct {
 }
 
 // openFiles returns the descriptors of the task at proc that may be
-// regular files (open for writing, with writing set), from their fdinfo
-// alone: reading fdinfo asks nothing of the file's filesystem
-// (fs/proc/fd.c, seq_show).
+// regular files (open for writing, with writing set), from their /proc
+// link's text and fdinfo alone: neither asks anything of the file's
+// filesystem (fs/proc/fd.c, proc_fd_link and seq_show; the text is
+// d_path's). Pipes, sockets and anonymous inodes, whose link text is not
+// a path, are skipped after one readlink(2).
 func openFiles(proc string, writing bool) []openFD {
-	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	fdDir := filepath.Join(proc, "fd")
+	fds, err := os.ReadDir(fdDir)
 	if err != nil {
 		return nil // exited
 	}
 	var out []openFD
 	var buf [512]byte
 	for _, fd := range fds {
-		b, err := readSmall(filepath.Join(proc, "fdinfo", fd.Name()), buf[:])
+		n, err := unix.Readlink(fdDir+"/"+fd.Name(), buf[:])
+		if err != nil || n == 0 || buf[0] != '/' {
+			continue // closed meanwhile, or "pipe:[N]", "socket:[N]", "anon_inode:..."
+		}
+		b, err := readSmall(proc+"/fdinfo/"+fd.Name(), buf[:])
 		if err != nil {
 			continue
 		}

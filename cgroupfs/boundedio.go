@@ -44,6 +44,9 @@ type IOOptions struct {
 // earlier operations are still blocked.
 var ErrStuck = errors.New("file operation did not complete in time")
 
+// errRefused marks an ErrStuck for an operation that was never started.
+var errRefused = errors.New("refused")
+
 // ioKey names what an operation may block on: a filesystem (by mount ID
 // or device number) or the tasks of a cgroup (their mmap_locks).
 type ioKey struct {
@@ -111,10 +114,10 @@ func (b *BoundedIO) run(ctx context.Context, key ioKey, fn, abandon func()) erro
 	switch {
 	case b.stuck[key] > 0:
 		b.mu.Unlock()
-		return fmt.Errorf("%s: an earlier operation is still blocked: %w", key, ErrStuck)
+		return fmt.Errorf("%s: an earlier operation is still blocked: %w (%w)", key, ErrStuck, errRefused)
 	case b.nstuck >= b.opts.MaxStuck:
 		b.mu.Unlock()
-		return fmt.Errorf("%s: %d operations are blocked: %w", key, b.opts.MaxStuck, ErrStuck)
+		return fmt.Errorf("%s: %d operations are blocked: %w (%w)", key, b.opts.MaxStuck, ErrStuck, errRefused)
 	}
 	b.mu.Unlock()
 

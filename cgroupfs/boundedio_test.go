@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -117,6 +118,80 @@ func TestIOOptionsRefuseBadValues(t *testing.T) {
 	for _, o := range []FlushOptions{{Interval: -1}, {MaxInFlight: -1}} {
 		if _, err := o.withDefaults(); err == nil {
 			t.Errorf("FlushOptions %+v: no error", o)
+		}
+	}
+}
+
+// WriteOutFD owns the descriptor it is given: it is closed whether the
+// write-out ran or was refused because its filesystem is stuck.
+func TestWriteOutFDClosesItsDescriptorWhenRefused(t *testing.T) {
+	b, err := NewBoundedIO(IOOptions{Timeout: 50 * time.Millisecond, MaxStuck: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	if err := b.do(context.Background(), ioKey{'d', 7}, func() { <-release }); !errors.Is(err, ErrStuck) {
+		t.Fatalf("blocking operation: %v, want ErrStuck", err)
+	}
+	fd, err := unix.Open(t.TempDir(), unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.WriteOutFD(context.Background(), "/proc", fd, FileID{}, NewMounts("/proc"), 7)
+	if !errors.Is(err, ErrStuck) {
+		t.Errorf("WriteOutFD on a stuck filesystem: %v, want ErrStuck", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("descriptor %d still open after a refused WriteOutFD (fcntl: %v)", fd, err)
+	}
+}
+
+// WriteOutFD, the entry point of a second source of files, writes out a
+// regular file on a safe filesystem and refuses anything else without
+// opening it.
+func TestWriteOutFDChecksTheDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil || sfs.Type == unix.TMPFS_MAGIC {
+		t.Skipf("%s is on tmpfs (%v): set TMPDIR to a disk", dir, err)
+	}
+	file, fifo := filepath.Join(dir, "file"), filepath.Join(dir, "fifo")
+	if err := os.WriteFile(file, make([]byte, 1<<16), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBoundedIO(IOOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := NewMounts("/proc")
+	if err := mounts.Load(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(file, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		path    string
+		want    FileID
+		wantErr error
+	}{
+		{"the regular file", file, FileID{Dev: st.Dev, Ino: st.Ino}, nil},
+		{"the regular file, listed as another inode", file, FileID{Ino: st.Ino + 1}, errUnsafeFile},
+		{"a FIFO", fifo, FileID{}, errUnsafeFile},
+	} {
+		fd, err := unix.Open(tt.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.WriteOutFD(context.Background(), "/proc", fd, tt.want, mounts, st.Dev)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: WriteOutFD = %v, want %v", tt.name, err, tt.wantErr)
 		}
 	}
 }

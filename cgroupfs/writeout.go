@@ -117,9 +117,11 @@ func (b *BoundedIO) WriteOutFD(ctx context.Context, procRoot string, pathFD int,
 	err := b.do(ctx, ioKey{'d', dev}, func() {
 		_, ferr = writeOutPathFD(procRoot, pathFD, want, mounts, newFileSet())
 	})
+	if errors.Is(err, errRefused) {
+		unix.Close(pathFD) // never started
+	}
 	if err != nil {
-		// Abandoned: the goroutine closes pathFD when it returns.
-		return err
+		return err // if abandoned, its goroutine closes pathFD when it returns
 	}
 	return ferr
 }

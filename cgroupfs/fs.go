@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -19,6 +20,8 @@ type FS struct {
 	procRoot string
 	under    host.Cgroup
 	journal  *Journal
+	bio      *BoundedIO
+	flusher  *Flusher
 
 	readers sync.Pool // *Reader: each is single-goroutine
 }
@@ -28,13 +31,41 @@ var (
 	_ host.DirtyCounter = (*FS)(nil)
 )
 
-// NewFS returns the host for the cgroups beneath under in layout l.
-// journal may be nil only for a read-only FS (memcgd stat): then the
-// stateful actions fail.
+// NewFS returns the host for the cgroups beneath under in layout l, with
+// the default FSOptions. journal may be nil only for a read-only FS
+// (memcgd stat): then the stateful actions fail.
 func NewFS(l Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
-	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal}
-	fs.readers.New = func() any { return NewReader(l) }
+	fs, err := NewFSOptions(l, procRoot, under, journal, FSOptions{})
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
 	return fs
+}
+
+// FSOptions bounds what FS does to files on a tenant's behalf.
+type FSOptions struct {
+	// IO bounds each blocking file operation of write-out and flush.
+	IO IOOptions
+	// Flush limits full flushes host-wide.
+	Flush FlushOptions
+	// Log receives the outcome of flushes, which finish after Flush
+	// returns; nil discards it.
+	Log *slog.Logger
+}
+
+// NewFSOptions is NewFS with options; it fails on an invalid option.
+func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
+	bio, err := NewBoundedIO(opts.IO)
+	if err != nil {
+		return nil, err
+	}
+	fl, err := NewFlusher(opts.Flush, bio, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl}
+	fs.readers.New = func() any { return NewReader(l) }
+	return fs, nil
 }
 
 // Layout is the hierarchies FS works in.
@@ -76,15 +107,32 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 	return Reclaim(ctx, fs.layout, cg, n, fs.journal)
 }
 
-// WriteOut starts write-out of cg's own files.
+// WriteOut starts write-out of cg's own files; see the package function.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
-	return WriteOut(ctx, fs.procRoot, fs.layout, cg)
+	return WriteOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 }
 
-// Flush writes out every dirty page on the filesystems cg writes to.
+// Flush starts a full flush of a filesystem cg writes to, if the
+// host-wide rate allows, and returns at once; see Flusher.Flush. A flush
+// in progress on that filesystem satisfies it (nil); otherwise it returns
+// host.ErrRateLimited or host.ErrNothingToFlush.
 func (fs *FS) Flush(ctx context.Context, cg host.Cgroup) error {
-	return Flush(ctx, fs.procRoot, fs.layout, cg)
+	_, err := fs.flusher.Flush(ctx, fs.procRoot, fs.layout, cg)
+	return err
 }
+
+// StartFlush is Flush, saying what it did.
+func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (FlushResult, error) {
+	return fs.flusher.Flush(ctx, fs.procRoot, fs.layout, cg)
+}
+
+// WaitFlushes waits for the full flushes in progress, or ctx's end: at
+// shutdown, bounded by ctx.
+func (fs *FS) WaitFlushes(ctx context.Context) error { return fs.flusher.Wait(ctx) }
+
+// IO returns the bound on FS's blocking file operations, for a second
+// source of files to write out (BoundedIO.WriteOutFD).
+func (fs *FS) IO() *BoundedIO { return fs.bio }
 
 // Pause freezes cg for d and thaws it.
 func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error {

@@ -1,11 +1,10 @@
 package cgroupfs
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-	"strconv"
+
+	"github.com/memcgd/memcgd/cgroupfs/format"
 )
 
 // memInfo is the machine's memory from /proc/meminfo, in bytes.
@@ -20,32 +19,9 @@ func readMemInfo(procRoot string) (memInfo, error) {
 	if err != nil {
 		return memInfo{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	var m memInfo
-	var seen int
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 2 {
-			continue
-		}
-		var dst *uint64
-		switch string(f[0]) {
-		case "MemTotal:":
-			dst = &m.Total
-		case "MemFree:":
-			dst = &m.Free
-		default:
-			continue
-		}
-		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
-		if err != nil {
-			return memInfo{}, fmt.Errorf("parse %s: %s: %w", path, f[0], err)
-		}
-		*dst = kb << 10
-		seen++
+	var m format.MemInfo
+	if err := format.ParseMemInfo(b, &m); err != nil {
+		return memInfo{}, fmt.Errorf("parse %s: %w", path, err)
 	}
-	if seen < 2 {
-		return memInfo{}, fmt.Errorf("parse %s: MemTotal or MemFree missing", path)
-	}
-	return m, nil
+	return memInfo{Total: m.Total, Free: m.Free}, nil
 }

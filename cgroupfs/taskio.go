@@ -1,7 +1,6 @@
 package cgroupfs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -62,14 +62,9 @@ func writeBytes(procRoot string, pid int) (uint64, error) {
 		}
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("write_bytes: ")); ok {
-			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse %s: write_bytes %q", path, bytes.TrimSpace(v))
-			}
-			return n, nil
-		}
+	var io format.TaskIO
+	if err := format.ParseTaskIO(b, &io); err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return 0, fmt.Errorf("parse %s: no write_bytes line", path)
+	return io.WriteBytes, nil
 }

@@ -53,6 +53,9 @@ type Watcher struct {
 	loopDone chan struct{}
 	sendDone chan struct{}
 	dropped  atomic.Uint64
+	// psiRefused counts v2 watches armed without their PSI trigger
+	// because the kernel refused it.
+	psiRefused atomic.Uint64
 
 	// mu guards everything below. The loop holds it while it handles a
 	// batch of events, so that a file descriptor is never closed while
@@ -68,12 +71,13 @@ type Watcher struct {
 	token   uint64                 // the last token handed out; 0 is wakefd's
 	closing []int                  // taken out of the epoll set, to close in unlock
 
-	// queue is a ring of the cgroups reported and not yet received,
-	// oldest at head; queued holds the same cgroups.
-	queue  []host.Cgroup
-	head   int
-	n      int
-	queued map[host.Cgroup]bool
+	queue wakeQueue // the cgroups reported and not yet received
+
+	// psiRefusal is why the kernel last refused a PSI trigger.
+	psiRefusal error
+	// writeTrigger writes a PSI trigger to the memory.pressure file fd
+	// of the cgroup at dir: write(2), or a refusal in tests.
+	writeTrigger func(dir string, fd int, b []byte) (int, error)
 
 	reader *Reader // reads at arming and on the v1 notification path
 	buf    []byte  // the v2 usage poll's read buffer
@@ -248,10 +252,12 @@ func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
 		sendDone: make(chan struct{}),
 		watches:  make(map[host.Cgroup]*watched),
 		sources:  make(map[uint64]*wakeSource),
-		queue:    make([]host.Cgroup, opts.Queue),
-		queued:   make(map[host.Cgroup]bool),
-		reader:   NewReader(l),
-		buf:      make([]byte, 4096),
+		queue:    newWakeQueue(opts.Queue),
+		writeTrigger: func(_ string, fd int, b []byte) (int, error) {
+			return unix.Write(fd, b)
+		},
+		reader: NewReader(l),
+		buf:    make([]byte, 4096),
 	}
 	go w.loop()
 	go w.send()
@@ -322,6 +328,18 @@ func (w *Watcher) Events() <-chan host.Cgroup { return w.out }
 // Dropped returns how many reports were dropped because Queue cgroups
 // were already waiting to be received.
 func (w *Watcher) Dropped() uint64 { return w.dropped.Load() }
+
+// PSIRefused returns how many v2 watches were armed without their PSI
+// trigger because the kernel refused it; they rely on
+// memory.events.local and the usage poll.
+func (w *Watcher) PSIRefused() uint64 { return w.psiRefused.Load() }
+
+// PSIRefusal returns why the kernel last refused a PSI trigger, or nil.
+func (w *Watcher) PSIRefusal() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.psiRefusal
+}
 
 // Len returns how many cgroups are watched.
 func (w *Watcher) Len() int {
@@ -523,56 +541,6 @@ func (w *Watcher) disarm(wt *watched) {
 		w.closing = append(w.closing, wt.current)
 		wt.current = -1
 		w.polled--
-	}
-}
-
-// report queues cg for Events unless it is queued already.
-func (w *Watcher) report(cg host.Cgroup) {
-	if w.queued[cg] {
-		return
-	}
-	if w.n == len(w.queue) {
-		w.dropped.Add(1)
-		return
-	}
-	w.queue[(w.head+w.n)%len(w.queue)] = cg
-	w.n++
-	w.queued[cg] = true
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// send hands the queued cgroups to the receiver, oldest first. A cgroup
-// leaves the queue, and may be queued again, only once received.
-func (w *Watcher) send() {
-	defer close(w.sendDone)
-	defer close(w.out)
-	for {
-		w.mu.Lock()
-		if w.n == 0 {
-			w.mu.Unlock()
-			select {
-			case <-w.kick:
-				continue
-			case <-w.done:
-				return
-			}
-		}
-		cg := w.queue[w.head]
-		w.mu.Unlock()
-		select {
-		case w.out <- cg:
-		case <-w.done:
-			return
-		}
-		w.mu.Lock()
-		w.queue[w.head] = ""
-		w.head = (w.head + 1) % len(w.queue)
-		w.n--
-		delete(w.queued, cg)
-		w.mu.Unlock()
 	}
 }
 

@@ -81,7 +81,13 @@ func (w *Watcher) armV2(wt *watched, wake host.Wake) error {
 
 // armPSI arms the PSI trigger of wt. A host without PSI (the psi=0 boot
 // option, or cgroup.pressure set to 0) has no memory.pressure file, or
-// refuses triggers with EOPNOTSUPP: the watch goes without.
+// refuses triggers with EOPNOTSUPP: the watch goes without. A trigger the
+// kernel refuses for this process (EPERM or EACCES; EINVAL for a window
+// Linux 6.5 and later accept only with CAP_SYS_RESOURCE) degrades this
+// cgroup's watch alone: it goes on with memory.events.local and the usage
+// poll, PSIRefused counts it and PSIRefusal says why. Failing the Watch
+// instead would leave the cgroup unwatched, and, since every cgroup meets
+// the same refusal, all of them.
 func (w *Watcher) armPSI(wt *watched, dir string) error {
 	fd, err := openV2(wt.cg, dir, "memory.pressure", unix.O_RDWR)
 	if errors.Is(err, host.ErrVanished) {
@@ -89,19 +95,33 @@ func (w *Watcher) armPSI(wt *watched, dir string) error {
 			return nil
 		}
 	}
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		w.refusePSI(err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	trigger := w.opts.PSI.String()
-	if _, err := unix.Write(fd, []byte(trigger)); err != nil {
+	if _, err := w.writeTrigger(dir, fd, []byte(trigger)); err != nil {
 		unix.Close(fd)
 		switch {
 		case err == unix.EOPNOTSUPP:
 			return nil
-		case err == unix.EINVAL && w.opts.PSI.Window%(2*time.Second) != 0:
-			return fmt.Errorf("watch %s: write %q to %s/memory.pressure: %w "+
-				"(Linux 6.5 and later accept only windows that are multiples of 2s from a process without CAP_SYS_RESOURCE)",
-				wt.cg, trigger, dir, err)
+		case err == unix.EPERM || err == unix.EACCES:
+			w.refusePSI(fmt.Errorf("watch %s: write %q to %s/memory.pressure: %w", wt.cg, trigger, dir, err))
+			return nil
+		case err == unix.EINVAL:
+			if _, ok := existingDir(dir); !ok {
+				return watchFileError(wt.cg, dir, "memory.pressure", unix.ENODEV)
+			}
+			why := fmt.Errorf("watch %s: write %q to %s/memory.pressure: %w", wt.cg, trigger, dir, err)
+			if w.opts.PSI.Window%(2*time.Second) != 0 {
+				why = fmt.Errorf("%w (Linux 6.5 and later accept only windows that are multiples of 2s "+
+					"from a process without CAP_SYS_RESOURCE)", why)
+			}
+			w.refusePSI(why)
+			return nil
 		}
 		return watchFileError(wt.cg, dir, "memory.pressure", err)
 	}
@@ -110,6 +130,12 @@ func (w *Watcher) armPSI(wt *watched, dir string) error {
 		return err
 	}
 	return nil
+}
+
+// refusePSI records that a watch goes without its PSI trigger, and why.
+func (w *Watcher) refusePSI(why error) {
+	w.psiRefused.Add(1)
+	w.psiRefusal = why
 }
 
 // rearmV2 sets the usage threshold of wt, opening or closing its

@@ -1,34 +1,38 @@
 package cgroupfs
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-func TestOpenForWritingReadsTheAccessMode(t *testing.T) {
+func TestForWritingReadsTheAccessMode(t *testing.T) {
 	tests := []struct {
-		fdinfo string
-		want   bool
+		flags uint64
+		want  bool
 	}{
-		{"pos:\t0\nflags:\t0100000\nmnt_id:\t25\nino:\t12\n", false}, // O_RDONLY|O_LARGEFILE
-		{"pos:\t0\nflags:\t0100001\nmnt_id:\t25\nino:\t12\n", true},  // O_WRONLY
-		{"pos:\t0\nflags:\t02102002\nmnt_id:\t25\nino:\t12\n", true}, // O_RDWR|O_APPEND|O_CLOEXEC
-		{"pos:\t0\nflags:\t0100003\nmnt_id:\t25\nino:\t12\n", false}, // O_ACCMODE 3: no read or write (O_PATH-like)
-		{"pos:\t0\nmnt_id:\t25\n", false},                            // no flags line
-		{"pos:\t0\nflags:\tzz\n", false},                             // not octal
+		{0100000, false}, // O_RDONLY|O_LARGEFILE
+		{0100001, true},  // O_WRONLY
+		{02102002, true}, // O_RDWR|O_APPEND|O_CLOEXEC
+		{0100003, false}, // O_ACCMODE 3: no read or write
+		{unix.O_PATH | unix.O_CLOEXEC, false},
 	}
-	dir := t.TempDir()
-	for i, tt := range tests {
-		p := filepath.Join(dir, "fdinfo"+string(rune('a'+i)))
-		if err := os.WriteFile(p, []byte(tt.fdinfo), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if got := openForWriting(p); got != tt.want {
-			t.Errorf("openForWriting(%q) = %v, want %v", tt.fdinfo, got, tt.want)
+	for _, tt := range tests {
+		if got := forWriting(tt.flags); got != tt.want {
+			t.Errorf("forWriting(%#o) = %v, want %v", tt.flags, got, tt.want)
 		}
 	}
-	if openForWriting(filepath.Join(dir, "gone")) {
-		t.Errorf("openForWriting of a vanished fd = true, want false")
+}
+
+func TestSafeFSAllowsLocalDiskFilesystemsOnly(t *testing.T) {
+	for fstype, want := range map[string]bool{
+		"ext4": true, "xfs": true, "btrfs": true, "f2fs": true,
+		"nfs": false, "nfs4": false, "cifs": false, "smb3": false, "ceph": false, "9p": false, "afs": false,
+		"fuse": false, "fuse.sshfs": false, "fuseblk": false, "fuse.ext4": false,
+		"tmpfs": false, "ramfs": false, "overlay": false, "proc": false, "": false,
+	} {
+		if got := SafeFS(fstype); got != want {
+			t.Errorf("SafeFS(%q) = %v, want %v", fstype, got, want)
+		}
 	}
 }

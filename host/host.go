@@ -20,6 +20,17 @@ var ErrVanished = errors.New("cgroup vanished")
 // swap, dirty or locked pages). It is a shortfall, not a failure.
 var ErrNothingReclaimed = errors.New("nothing reclaimed")
 
+// ErrRateLimited reports an action refused by a host-wide rate limit, such
+// as that on full flushes: the action is not needed more often than the
+// limit allows, and asking again later is the remedy. It is not a failure.
+var ErrRateLimited = errors.New("rate-limited")
+
+// ErrNothingToFlush reports a flush that found no filesystem to flush:
+// the cgroup's tasks hold no file open for writing on one that may be
+// flushed. A host never falls back to flushing every filesystem. It is
+// not a failure.
+var ErrNothingToFlush = errors.New("nothing to flush")
+
 // Cgroup names a memory cgroup by its path in the hierarchy, as it appears
 // in /proc/PID/cgroup ("/" is the root, "/a/b" a descendant).
 type Cgroup string
@@ -47,7 +58,8 @@ type Host interface {
 	// no other cgroup's files unless they are shared.
 	WriteOut(ctx context.Context, cg Cgroup) (WriteOut, error)
 	// Flush starts write-out of every dirty page on the filesystems cg
-	// writes to: the kernel's behaviour, and seed 000's fallback.
+	// writes to: the kernel's behaviour, and seed 000's fallback. It may
+	// refuse with ErrRateLimited or ErrNothingToFlush.
 	Flush(ctx context.Context, cg Cgroup) error
 	// Pause stops cg's tasks for d and resumes them; it never returns with
 	// the cgroup still stopped.

@@ -16,6 +16,10 @@ import (
 type Mount struct {
 	// ID and ParentID are the mount's and its parent's mount IDs (1, 2).
 	ID, ParentID int
+	// Major and Minor are the device number of the mounted filesystem
+	// (3), st_dev of its files on most filesystems (btrfs subvolumes
+	// differ).
+	Major, Minor uint32
 	// Root is the directory of the filesystem mounted here (4); for a
 	// cgroup mount, the cgroup at the mount point.
 	Root string
@@ -76,6 +80,13 @@ func parseMountLine(line string) (Mount, error) {
 	if m.ParentID, err = strconv.Atoi(f[1]); err != nil {
 		return Mount{}, fmt.Errorf("parent ID %q: want a decimal number", f[1])
 	}
+	maj, min, ok := strings.Cut(f[2], ":")
+	ma, err1 := strconv.ParseUint(maj, 10, 32)
+	mi, err2 := strconv.ParseUint(min, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return Mount{}, fmt.Errorf("device %q: want major:minor in decimal", f[2])
+	}
+	m.Major, m.Minor = uint32(ma), uint32(mi)
 	m.Root = unescapeOctal(f[3])
 	m.MountPoint = unescapeOctal(f[4])
 	m.Options = strings.Split(f[5], ",")

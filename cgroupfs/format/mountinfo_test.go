@@ -20,10 +20,10 @@ func TestParseMountInfo(t *testing.T) {
 		in:    fixture(t, "v1/mountinfo"),
 		count: 19,
 		want: []Mount{{
-			ID: 34, ParentID: 30, Root: "/", MountPoint: "/sys/fs/cgroup/memory", Options: []string{"rw", "relatime"},
+			ID: 34, ParentID: 30, Minor: 31, Root: "/", MountPoint: "/sys/fs/cgroup/memory", Options: []string{"rw", "relatime"},
 			FSType: "cgroup", Source: "cgroup", SuperOptions: []string{"rw", "memory"},
 		}, {
-			ID: 40, ParentID: 30, Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"},
+			ID: 40, ParentID: 30, Minor: 37, Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"},
 			FSType: "cgroup2", Source: "cgroup2", SuperOptions: []string{"rw"},
 		}},
 	}, {
@@ -31,7 +31,7 @@ func TestParseMountInfo(t *testing.T) {
 		in:    fixture(t, "v2/mountinfo"),
 		count: 6,
 		want: []Mount{{
-			ID: 25, ParentID: 22, Root: "/", MountPoint: "/sys/fs/cgroup", Options: []string{"rw", "relatime"},
+			ID: 25, ParentID: 22, Minor: 21, Root: "/", MountPoint: "/sys/fs/cgroup", Options: []string{"rw", "relatime"},
 			FSType: "cgroup2", Source: "none", SuperOptions: []string{"rw"},
 		}},
 	}, {
@@ -39,23 +39,27 @@ func TestParseMountInfo(t *testing.T) {
 		in:    []byte(`100 20 0:31 /docker/ab\040c /sys/fs/cgroup/my\134mem ro,nosuid shared:5 master:1 - cgroup cgroup rw,memory` + "\n"),
 		count: 1,
 		want: []Mount{{
-			ID: 100, ParentID: 20, Root: "/docker/ab c", MountPoint: `/sys/fs/cgroup/my\mem`, Options: []string{"ro", "nosuid"},
+			ID: 100, ParentID: 20, Minor: 31, Root: "/docker/ab c", MountPoint: `/sys/fs/cgroup/my\mem`, Options: []string{"ro", "nosuid"},
 			FSType: "cgroup", Source: "cgroup", SuperOptions: []string{"rw", "memory"},
 		}},
 	}, {
 		name:  "an empty source keeps its place",
 		in:    []byte("1 0 0:1 / /x rw - tmpfs  rw\n"),
 		count: 1,
-		want:  []Mount{{ID: 1, Root: "/", MountPoint: "/x", Options: []string{"rw"}, FSType: "tmpfs", SuperOptions: []string{"rw"}}},
+		want:  []Mount{{ID: 1, Minor: 1, Root: "/", MountPoint: "/x", Options: []string{"rw"}, FSType: "tmpfs", SuperOptions: []string{"rw"}}},
 	}, {
 		name:  "a backslash not followed by three octal digits is kept",
 		in:    []byte(`1 0 0:1 / /a\9b\4 rw - tmpfs none rw` + "\n"),
 		count: 1,
-		want:  []Mount{{ID: 1, Root: "/", MountPoint: `/a\9b\4`, Options: []string{"rw"}, FSType: "tmpfs", Source: "none", SuperOptions: []string{"rw"}}},
+		want:  []Mount{{ID: 1, Minor: 1, Root: "/", MountPoint: `/a\9b\4`, Options: []string{"rw"}, FSType: "tmpfs", Source: "none", SuperOptions: []string{"rw"}}},
 	}, {
 		name:    "no separator names the line",
 		in:      []byte("1 0 0:1 / / rw - tmpfs none rw\n2 1 0:2 / /x rw tmpfs none rw\n"),
 		wantErr: `mountinfo line 2 "2 1 0:2 / /x rw tmpfs none rw"`,
+	}, {
+		name:    "a bad device number",
+		in:      []byte("1 0 8 / / rw - ext4 /dev/sda rw\n"),
+		wantErr: `device "8": want major:minor in decimal`,
 	}, {
 		name:    "a bad mount ID",
 		in:      []byte("x 0 0:1 / / rw - tmpfs none rw\n"),

@@ -78,3 +78,10 @@ func parseUint(b []byte) (uint64, error) {
 	}
 	return v, nil
 }
+
+// Errors of the /proc parsers for a required line that is missing.
+var (
+	errFDInfoFields  = errors.New("fdinfo: want pos, flags and mnt_id lines")
+	errNoWriteBytes  = errors.New("io: no write_bytes line (kernel without CONFIG_TASK_IO_ACCOUNTING?)")
+	errMemInfoFields = errors.New("meminfo: want MemTotal and MemFree lines")
+)

@@ -1,0 +1,239 @@
+package cgroupfs_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/sandbox"
+	"github.com/memcgd/memcgd/host"
+)
+
+// reportBound is how soon a new or removed cgroup must be reported (issue
+// 7: managed within 100 ms).
+const reportBound = 100 * time.Millisecond
+
+// received is a report and when it arrived.
+type received struct {
+	ev cgroupfs.CgroupEvent
+	at time.Time
+}
+
+// collect receives w's reports in the background until w is closed.
+func collect(w *cgroupfs.NewCgroups) <-chan received {
+	out := make(chan received, 1<<16)
+	go func() {
+		defer close(out)
+		for ev := range w.Events() {
+			out <- received{ev, time.Now()}
+		}
+	}()
+	return out
+}
+
+// await receives reports until want holds every one of keys or timeout
+// passes, and returns what arrived for each key.
+func await(t *testing.T, in <-chan received, n int, timeout time.Duration) []received {
+	t.Helper()
+	var got []received
+	deadline := time.After(timeout)
+	for len(got) < n {
+		select {
+		case r := <-in:
+			got = append(got, r)
+		case <-deadline:
+			return got
+		}
+	}
+	// Anything more that arrives soon after is a duplicate or a stray.
+	select {
+	case r := <-in:
+		got = append(got, r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	return got
+}
+
+// mkdirs creates the cgroups in order, the parents first, and returns when
+// each mkdir returned; at cleanup it removes them, the children first.
+func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup) map[host.Cgroup]time.Time {
+	t.Helper()
+	t.Cleanup(func() {
+		for i := len(cgs) - 1; i >= 0; i-- {
+			if err := rmdir(l.Memory.Dir(cgs[i])); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	at := make(map[host.Cgroup]time.Time, len(cgs))
+	for _, cg := range cgs {
+		if err := os.Mkdir(l.Memory.Dir(cg), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		at[cg] = time.Now()
+	}
+	return at
+}
+
+// rmdir removes a cgroup directory, waiting out the EBUSY of a parent whose
+// child is still going offline (kernel/cgroup/cgroup.c css_killed_work_fn).
+func rmdir(dir string) error {
+	deadline := time.Now().Add(sandbox.Settle)
+	for {
+		err := os.Remove(dir)
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkReports checks that each cgroup of want was reported exactly once,
+// as removed or created, within reportBound of its mkdir or rmdir
+// returning, and nothing else; it logs the latency distribution.
+func checkReports(t *testing.T, what string, got []received, want map[host.Cgroup]time.Time, removed bool) {
+	t.Helper()
+	seen := map[host.Cgroup]int{}
+	var lat []time.Duration
+	for _, r := range got {
+		at, ok := want[r.ev.Cgroup]
+		if !ok || r.ev.Rescan || r.ev.Removed != removed {
+			t.Errorf("%s: unexpected report %+v", what, r.ev)
+			continue
+		}
+		seen[r.ev.Cgroup]++
+		d := max(r.at.Sub(at), 0) // the report may beat mkdir's return to the test
+		lat = append(lat, d)
+		if d > reportBound {
+			t.Errorf("%s: %s reported %v after, want within %v", what, r.ev.Cgroup, d, reportBound)
+		}
+	}
+	for cg := range want {
+		if seen[cg] != 1 {
+			t.Errorf("%s: %s reported %d times, want once", what, cg, seen[cg])
+		}
+	}
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
+	t.Logf("%s: %d reports; latency p50 %v, p90 %v, p99 %v, max %v", what, len(lat), q(0.5), q(0.9), q(0.99), q(1))
+}
+
+// nested names n chains parent/b/c beneath p, parents first.
+func nested(p host.Cgroup, n int) []host.Cgroup {
+	var cgs []host.Cgroup
+	for i := range n {
+		a := host.Cgroup(path.Join(string(p), "a"+string(rune('a'+i%26))+string(rune('a'+i/26))))
+		cgs = append(cgs, a, a+"/b", a+"/b/c")
+	}
+	return cgs
+}
+
+// Every cgroup created beneath the watched one is reported within 100 ms,
+// also one created beneath another a moment after it, before its watch
+// can be in place; so is every removal.
+func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	p := cgrouptest.New(t, l, 0)
+	w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	in := collect(w)
+
+	cgs := nested(p.Path, 40)
+	created := mkdirs(t, l, cgs)
+	checkReports(t, "created", await(t, in, len(cgs), 10*time.Second), created, false)
+	if got, want := w.Watches(), 1+len(cgs); got != want {
+		t.Errorf("Watches() = %d, want %d (the parent and each new cgroup)", got, want)
+	}
+
+	removed := map[host.Cgroup]time.Time{}
+	for i := len(cgs) - 1; i >= 0; i-- {
+		if err := rmdir(l.Memory.Dir(cgs[i])); err != nil {
+			t.Fatal(err)
+		}
+		removed[cgs[i]] = time.Now()
+	}
+	checkReports(t, "removed", await(t, in, len(cgs), 10*time.Second), removed, true)
+	if got := w.Watches(); got != 1 {
+		t.Errorf("Watches() = %d after the removals, want 1 (the parent)", got)
+	}
+	if w.Dropped() != 0 || !w.Complete() {
+		t.Errorf("Dropped() = %d, Complete() = %v; want 0, true", w.Dropped(), w.Complete())
+	}
+}
+
+// Past MaxWatches the watcher says so once, in the log and by Complete, and
+// still reports a cgroup created beneath a watched one.
+func TestNewCgroupsBoundsItsWatches(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	p := cgrouptest.New(t, l, 0)
+	old := mkdirs(t, l, []host.Cgroup{p.Path + "/x1", p.Path + "/x2", p.Path + "/x3"})
+	var log bytes.Buffer
+	w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{
+		MaxWatches: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	in := collect(w)
+	if w.Watches() != 2 || w.Complete() {
+		t.Errorf("with %d cgroups and MaxWatches 2: Watches() = %d, Complete() = %v; want 2, false", 1+len(old), w.Watches(), w.Complete())
+	}
+	created := mkdirs(t, l, []host.Cgroup{p.Path + "/new"})
+	checkReports(t, "created past the limit", await(t, in, 1, 10*time.Second), created, false)
+	if n := strings.Count(log.String(), "no more inotify watches"); n != 1 {
+		t.Errorf("log holds the notice %d times, want once:\n%s", n, log.String())
+	}
+	t.Logf("log: %s", log.String())
+}
+
+// A receiver that falls behind loses reports, never blocks the watcher,
+// and is told to rescan once there is room.
+func TestNewCgroupsAsksForARescanWhenTheReceiverFallsBehind(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	p := cgrouptest.New(t, l, 0)
+	w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{Queue: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var cgs []host.Cgroup
+	for _, n := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), n)))
+	}
+	mkdirs(t, l, cgs)
+	for deadline := time.Now().Add(10 * time.Second); w.Dropped() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 new cgroups with a queue of 2 and no receiver: Dropped() = 0")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var got []cgroupfs.CgroupEvent
+	timeout := time.After(10 * time.Second)
+	for !slices.ContainsFunc(got, func(e cgroupfs.CgroupEvent) bool { return e.Rescan }) {
+		select {
+		case ev := <-w.Events():
+			got = append(got, ev)
+		case <-timeout:
+			t.Fatalf("no Rescan after %d drops; got %+v", w.Dropped(), got)
+		}
+	}
+	t.Logf("dropped %d; received %+v", w.Dropped(), got)
+	if r := got[len(got)-1]; r.Cgroup != p.Path {
+		t.Errorf("Rescan of %s, want the watched subtree %s", r.Cgroup, p.Path)
+	}
+}

@@ -336,9 +336,17 @@ func (w *NewCgroups) addTree(top host.Cgroup, report bool) {
 		if report {
 			w.send(CgroupEvent{Cgroup: cg})
 		}
+		// A directory's link count is 2 plus its subdirectories
+		// (fs/kernfs/inode.c kernfs_refresh_inode); read after the watch
+		// is in place, 2 means no child can be missed, and most cgroups
+		// are leaves whose ~30 control files need no listing.
+		var st unix.Stat_t
+		if err := unix.Lstat(dir, &st); err != nil || st.Nlink == 2 {
+			continue // a leaf, or removed meanwhile: its IN_DELETE follows
+		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			continue // removed meanwhile: its IN_DELETE_SELF follows
+			continue
 		}
 		for _, e := range entries {
 			if e.IsDir() {

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -235,5 +237,163 @@ func TestNewCgroupsAsksForARescanWhenTheReceiverFallsBehind(t *testing.T) {
 	t.Logf("dropped %d; received %+v", w.Dropped(), got)
 	if r := got[len(got)-1]; r.Cgroup != p.Path {
 		t.Errorf("Rescan of %s, want the watched subtree %s", r.Cgroup, p.Path)
+	}
+}
+
+// kmem reads the kernel memory charged to the test process's own memory
+// cgroup (v1 memory.kmem.usage_in_bytes, v2 memory.stat kernel), where the
+// kernel charges an inotify group's watches (fs/notify/inotify/
+// inotify_user.c inotify_new_watch, GFP_KERNEL_ACCOUNT).
+func kmem(b *testing.B, l cgroupfs.Layout) uint64 {
+	b.Helper()
+	self, err := cgroupfs.Self("/proc", l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := l.Memory.Dir(self)
+	if l.Memory.Version == cgroupfs.V1 {
+		s, err := cgroupfs.ReadControl(dir + "/memory.kmem.usage_in_bytes")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	s, err := cgroupfs.ReadControl(dir + "/memory.stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(s) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kernel "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("%s/memory.stat has no kernel line", dir)
+	return 0
+}
+
+// slab reads the machine's slab memory (/proc/meminfo Slab): the watches'
+// marks, and the cgroup inodes they pin, which nothing charges to a
+// cgroup. Other processes move it too: an indication only.
+func slab(b *testing.B) uint64 {
+	b.Helper()
+	s, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(s)) {
+		if v, ok := strings.CutPrefix(line, "Slab:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n << 10
+		}
+	}
+	b.Fatal("/proc/meminfo has no Slab line")
+	return 0
+}
+
+// heap is the Go heap in use after a collection.
+func heap() uint64 {
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// What NewCgroups costs with 10,000 cgroups beneath the watched one (100
+// parents of 100 children): the time to set the watches up, the kernel
+// and Go memory per watch, and how soon a new cgroup is reported among
+// them. docs/newcgroups.md cites its output.
+func BenchmarkNewCgroups10k(b *testing.B) {
+	const parents, children = 100, 100
+	l := cgrouptest.Layout(b)
+	p := cgrouptest.New(b, l, 0)
+	var cgs []host.Cgroup
+	for i := range parents {
+		a := host.Cgroup(path.Join(string(p.Path), "p"+strconv.Itoa(i)))
+		cgs = append(cgs, a)
+		for j := range children {
+			cgs = append(cgs, host.Cgroup(path.Join(string(a), "c"+strconv.Itoa(j))))
+		}
+	}
+	start := time.Now()
+	mkdirsB(b, l, cgs)
+	b.Logf("created %d cgroups in %v", len(cgs), time.Since(start).Round(time.Millisecond))
+
+	for b.Loop() {
+		k0, h0, s0 := kmem(b, l), heap(), slab(b)
+		start := time.Now()
+		w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		setup := time.Since(start)
+		k1, h1, s1 := kmem(b, l), heap(), slab(b)
+		n := w.Watches()
+		in := collect(w)
+		// New cgroups among the watched ones, one beneath each of 100
+		// parents, spaced so that each is timed alone.
+		var lat []time.Duration
+		for i := range parents {
+			cg := host.Cgroup(path.Join(string(p.Path), "p"+strconv.Itoa(i), "new"))
+			dir := l.Memory.Dir(cg)
+			// Timed from the call: mkdir returns after the report
+			// is read, often.
+			at := time.Now()
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case r := <-in:
+				if r.ev.Cgroup != cg {
+					b.Fatalf("report %+v, want %s", r.ev, cg)
+				}
+				lat = append(lat, max(r.at.Sub(at), 0))
+			case <-time.After(10 * time.Second):
+				b.Fatalf("%s not reported", cg)
+			}
+			if err := rmdir(dir); err != nil {
+				b.Fatal(err)
+			}
+			<-in // its removal
+		}
+		w.Close()
+		slices.Sort(lat)
+		b.ReportMetric(float64(n), "watches")
+		b.ReportMetric(float64(setup.Milliseconds()), "setup-ms")
+		b.ReportMetric(float64(int64(k1)-int64(k0))/float64(n), "kmem-B/watch")
+		b.ReportMetric(float64(int64(h1)-int64(h0))/float64(n), "heap-B/watch")
+		b.ReportMetric(float64(int64(s1)-int64(s0))/float64(n), "slab-B/watch")
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+	}
+}
+
+// mkdirsB creates the cgroups, parents first, and removes them at cleanup.
+func mkdirsB(b *testing.B, l cgroupfs.Layout, cgs []host.Cgroup) {
+	b.Helper()
+	b.Cleanup(func() {
+		start := time.Now()
+		for i := len(cgs) - 1; i >= 0; i-- {
+			if err := rmdir(l.Memory.Dir(cgs[i])); err != nil && !errors.Is(err, os.ErrNotExist) {
+				b.Errorf("cleanup: %v", err)
+			}
+		}
+		b.Logf("removed %d cgroups in %v", len(cgs), time.Since(start).Round(time.Millisecond))
+	})
+	for _, cg := range cgs {
+		if err := os.Mkdir(l.Memory.Dir(cg), 0o755); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

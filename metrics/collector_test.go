@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/state"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from the current output")
@@ -27,7 +27,7 @@ const gib = 1 << 30
 // memory controller without a limit of its own (failcnt and pgpgin/out,
 // PSI from the unified hierarchy), one on v2 under memory.high (reclaim
 // counters and memory.events), with dirty_bytes overridden.
-func snapshot(t testing.TB) []agent.Status {
+func snapshot(t testing.TB) []state.Status {
 	t.Helper()
 	root := memcg.Stat{Usage: 8 * gib, Limit: 24 * gib, Max: 24 * gib, High: memcg.NoLimit, File: 5 * gib}
 
@@ -55,16 +55,16 @@ func snapshot(t testing.TB) []agent.Status {
 		t.Fatal(err)
 	}
 	observed := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	return []agent.Status{
+	return []state.Status{
 		{
 			Cgroup: "/system.slice/app.service", Observed: observed, Stat: v1,
 			Effective: memcg.Resolve([]memcg.Stat{root, v1}, []memcg.Knobs{memcg.DefaultKnobs(), v1Knobs}),
-			Counters:  agent.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
+			Counters:  state.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
 		},
 		{
 			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, parent, v2}, []memcg.Knobs{memcg.DefaultKnobs(), memcg.DefaultKnobs(), v2Knobs}),
-			Counters: agent.Counters{
+			Counters: state.Counters{
 				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, WriteOuts: 40, WriteOutBytes: 320 << 20,
 				Flushes: 2, FlushBytes: 1 << 20, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
 			},
@@ -73,7 +73,7 @@ func snapshot(t testing.TB) []agent.Status {
 }
 
 // scrape returns the /metrics page of a registry over sts.
-func scrape(t *testing.T, sts func() []agent.Status) string {
+func scrape(t *testing.T, sts func() []state.Status) string {
 	t.Helper()
 	reg, err := NewRegistry(sts)
 	if err != nil {
@@ -109,7 +109,7 @@ func own(page string) string {
 
 func TestMetricsGolden(t *testing.T) {
 	sts := snapshot(t)
-	got := own(scrape(t, func() []agent.Status { return sts }))
+	got := own(scrape(t, func() []state.Status { return sts }))
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -127,7 +127,7 @@ func TestMetricsGolden(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	sts := snapshot(t)
-	page := scrape(t, func() []agent.Status { return sts })
+	page := scrape(t, func() []state.Status { return sts })
 	problems, err := promlint.New(strings.NewReader(page)).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestMetricsAreASnapshot(t *testing.T) {
 	later[0].Counters.ReclaimRuns = 13
 	scrapes := []struct {
 		name    string
-		sts     []agent.Status
+		sts     []state.Status
 		present []string
 		absent  []string
 	}{
@@ -171,8 +171,8 @@ func TestMetricsAreASnapshot(t *testing.T) {
 			absent: []string{"memcgd_cgroup_"},
 		},
 	}
-	var current []agent.Status
-	reg, err := NewRegistry(func() []agent.Status { return current })
+	var current []state.Status
+	reg, err := NewRegistry(func() []state.Status { return current })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestMetricsAreASnapshot(t *testing.T) {
 
 func TestUnknownKernelCountersAreAbsent(t *testing.T) {
 	// Each cgroup of the snapshot reports only what its kernel has.
-	page := own(scrape(t, func() []agent.Status { return snapshot(t) }))
+	page := own(scrape(t, func() []state.Status { return snapshot(t) }))
 	tests := []struct {
 		cg      host.Cgroup
 		present []string
@@ -259,12 +259,12 @@ func lineDiff(want, got string) string {
 // experiment.
 func BenchmarkScrape10000(b *testing.B) {
 	base := snapshot(b)
-	sts := make([]agent.Status, 10000)
+	sts := make([]state.Status, 10000)
 	for i := range sts {
 		sts[i] = base[i%2]
 		sts[i].Cgroup = host.Cgroup(fmt.Sprintf("/fio/cg%05d", i))
 	}
-	reg, err := NewRegistry(func() []agent.Status { return sts })
+	reg, err := NewRegistry(func() []state.Status { return sts })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,4 +28,3 @@ func TestNewSettings(t *testing.T) {
 		t.Error("NewSettings with no overrides: Overrides is nil, want empty")
 	}
 }
-

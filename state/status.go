@@ -43,6 +43,10 @@ type Status struct {
 	Effective memcg.Effective
 	// Counters are the daemon's own.
 	Counters Counters
+	// Managed says whether the config manages the cgroup (under
+	// manage.under and, with limited_only, limited); the daemon watches
+	// every cgroup of its subtree but acts on, and exports, managed ones.
+	Managed bool
 	// Active says whether the cgroup is being worked on now (over a
 	// threshold, reclaiming or throttled) rather than waiting for an event.
 	Active bool

@@ -449,6 +449,7 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	eff := memcg.Resolve(chain, knobs)
 	a.mu.Lock()
 	managed := a.managed(chain)
+	st.status.Managed = managed
 	a.mu.Unlock()
 	if !managed {
 		a.setStatus(st, s, eff, h.Now())

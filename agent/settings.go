@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	
+
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/state"

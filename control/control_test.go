@@ -171,7 +171,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	for _, cg := range []host.Cgroup{"", "/a/b"} {
-		got, err := c.Stat(ctx, cg)
+		var got []Report
+		err := c.Stat(ctx, cg, func(r Report) error { got = append(got, r); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +235,7 @@ func TestErrorsComeBack(t *testing.T) {
 		},
 		{
 			name:   "the backend's own error",
-			do:     func() error { _, err := c.Stat(ctx, "/x"); return err },
+			do:     func() error { return c.Stat(ctx, "/x", func(Report) error { return nil }) },
 			errHas: []string{"cgroup /x: not managed"},
 		},
 	}

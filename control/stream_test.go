@@ -34,8 +34,8 @@ func newManyBackend(n int) *manyBackend {
 }
 
 func (b *manyBackend) Set(host.Cgroup, map[string]string) error { return errors.New("not here") }
-func (b *manyBackend) Get(host.Cgroup) (GetResult, error)        { return GetResult{}, errors.New("not here") }
-func (b *manyBackend) Reset(host.Cgroup) error                   { return errors.New("not here") }
+func (b *manyBackend) Get(host.Cgroup) (GetResult, error)       { return GetResult{}, errors.New("not here") }
+func (b *manyBackend) Reset(host.Cgroup) error                  { return errors.New("not here") }
 func (b *manyBackend) Status(cg host.Cgroup) ([]state.Status, error) {
 	if cg != "" {
 		return nil, fmt.Errorf("cgroup %s is not managed by memcgd", cg)

@@ -98,7 +98,7 @@ type wireWatermarks struct {
 type wireReport struct {
 	Cgroup  string   `json:"cgroup"`
 	Names   []string `json:"names,omitempty"`
-	Values  []uint64 `json:"values"`
+	Values  uintList `json:"values"`
 	Unknown []int    `json:"unknown,omitempty"`
 }
 
@@ -133,7 +133,7 @@ func (w *wireSettings) settings() GetResult {
 // *last, which is then updated.
 func toWireReport(st state.Status, last *[]string) *wireReport {
 	fields := st.Fields()
-	r := &wireReport{Cgroup: string(st.Cgroup), Values: make([]uint64, len(fields))}
+	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(uintList, len(fields))}
 	same := len(*last) == len(fields)
 	for i, f := range fields {
 		r.Values[i] = f.Value

@@ -68,6 +68,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return fmt.Errorf("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logMissingCapabilities(log, g.procRoot)
 
 	cfg, err := g.loadConfig()
 	if err != nil {

@@ -113,6 +113,7 @@ func BenchmarkStat10000(b *testing.B) {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		b.Logf("cannot reset peak RSS: %v", err)
 	}
+	cpu0 := cpuTime(b)
 	n := 0
 	for b.Loop() {
 		n = 0
@@ -120,6 +121,7 @@ func BenchmarkStat10000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 	if n != 10000 {
 		b.Fatalf("%d reports, want 10000", n)
 	}

@@ -279,11 +279,13 @@ func BenchmarkScrape10000(b *testing.B) {
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	runtime.GC()
 	resetPeakRSS(b)
+	cpu0 := cpuTime(b)
 	var w discardWriter
 	for b.Loop() {
 		w.n = 0
 		h.ServeHTTP(&w, req)
 	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 	b.ReportMetric(float64(w.n), "bytes/scrape")
 	b.ReportMetric(peakRSS(b)/(1<<20), "peak-RSS-MiB")
 }

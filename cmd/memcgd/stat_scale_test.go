@@ -78,14 +78,16 @@ func TestStatScale(t *testing.T) {
 	type row struct {
 		bin, mode string
 		wall      time.Duration
+		statCPU   time.Duration // the stat process's user+system time
+		daemonCPU time.Duration // the daemon's during the stat; 0: no daemon
 		statRSS   uint64
 		daemonHWM uint64 // 0: no daemon
 	}
 	var rows []row
 	for _, b := range bins {
 		// No daemon: nothing answers on this socket.
-		wall, rss := runStat(t, b.path, n+1, "--config", config, "--socket", filepath.Join(dir, "none.sock"))
-		rows = append(rows, row{bin: b.name, mode: "no daemon", wall: wall, statRSS: rss})
+		wall, statCPU, rss := runStat(t, b.path, n+1, "--config", config, "--socket", filepath.Join(dir, "none.sock"))
+		rows = append(rows, row{bin: b.name, mode: "no daemon", wall: wall, statCPU: statCPU, statRSS: rss})
 
 		sock := filepath.Join(dir, "control.sock")
 		d := exec.Command(b.path, "run", "--config", config, "--socket", sock, "--listen", "",
@@ -116,8 +118,10 @@ func TestStatScale(t *testing.T) {
 		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 			t.Logf("cannot reset the daemon's peak RSS: %v", err)
 		}
-		wall, rss = runStat(t, b.path, n+1, "--socket", sock)
-		rows = append(rows, row{bin: b.name, mode: "daemon", wall: wall, statRSS: rss, daemonHWM: hwm(t, pid)})
+		before := cpu(t, pid)
+		wall, statCPU, rss = runStat(t, b.path, n+1, "--socket", sock)
+		daemonCPU := time.Duration(cpu(t, pid)-before) * time.Second / 100 // USER_HZ
+		rows = append(rows, row{bin: b.name, mode: "daemon", wall: wall, statCPU: statCPU, daemonCPU: daemonCPU, statRSS: rss, daemonHWM: hwm(t, pid)})
 		d.Process.Signal(syscall.SIGTERM)
 		if err := d.Wait(); err != nil {
 			t.Errorf("daemon exit: %v", err)
@@ -126,13 +130,14 @@ func TestStatScale(t *testing.T) {
 
 	var out bytes.Buffer
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "binary\tpath\tcgroups\tstat wall\tstat peak RSS MiB\tdaemon peak RSS MiB\t")
+	fmt.Fprintln(tw, "binary\tpath\tcgroups\tstat wall\tstat CPU\tdaemon CPU\tstat peak RSS MiB\tdaemon peak RSS MiB\t")
 	for _, r := range rows {
-		d := "-"
+		dCPU, dRSS := "-", "-"
 		if r.daemonHWM > 0 {
-			d = fmt.Sprintf("%.1f", float64(r.daemonHWM)/mib)
+			dCPU, dRSS = r.daemonCPU.String(), fmt.Sprintf("%.1f", float64(r.daemonHWM)/mib)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%.1f\t%s\t\n", r.bin, r.mode, n+1, r.wall.Round(time.Millisecond), float64(r.statRSS)/mib, d)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%v\t%s\t%.1f\t%s\t\n", r.bin, r.mode, n+1, r.wall.Round(time.Millisecond),
+			r.statCPU.Round(time.Millisecond), dCPU, float64(r.statRSS)/mib, dRSS)
 	}
 	tw.Flush()
 	t.Logf("memcgd stat of every cgroup, cgroup %s:\n%s", l.Memory.Version, out.String())
@@ -149,8 +154,8 @@ func buildMemcgd(t *testing.T) string {
 }
 
 // runStat runs `memcgd stat` with args, checks that it lists want cgroups,
-// and returns its wall time and peak RSS.
-func runStat(t *testing.T, bin string, want int, args ...string) (time.Duration, uint64) {
+// and returns its wall time, CPU time and peak RSS.
+func runStat(t *testing.T, bin string, want int, args ...string) (time.Duration, time.Duration, uint64) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"stat"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
@@ -178,7 +183,7 @@ func runStat(t *testing.T, bin string, want int, args ...string) (time.Duration,
 		t.Errorf("%s stat %v listed %d cgroups, want %d", bin, args, got, want)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return wall, uint64(ru.Maxrss) * 1024
+	return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), uint64(ru.Maxrss) * 1024
 }
 
 // fds counts pid's open files.

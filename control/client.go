@@ -66,10 +66,18 @@ func (c *Client) Reset(ctx context.Context, cg host.Cgroup) (GetResult, error) {
 	return c.settings(ctx, request{Op: OpReset, Cgroup: string(cg)})
 }
 
-// Stat calls fn with the daemon's report of cg, or of every managed cgroup
-// when cg is "", one at a time as they arrive; an error from fn stops it
-// (the connection is then closed, the rest of the answer unread).
-func (c *Client) Stat(ctx context.Context, cg host.Cgroup, fn func(Report) error) error {
+// Stat returns the daemon's reports of cg, or of every managed cgroup when
+// cg is "", all at once. StatEach does not hold them all.
+func (c *Client) Stat(ctx context.Context, cg host.Cgroup) ([]Report, error) {
+	var out []Report
+	err := c.StatEach(ctx, cg, func(r Report) error { out = append(out, r); return nil })
+	return out, err
+}
+
+// StatEach calls fn with the daemon's report of cg, or of every managed
+// cgroup when cg is "", one at a time as they arrive; an error from fn
+// stops it (the connection is then closed, the rest of the answer unread).
+func (c *Client) StatEach(ctx context.Context, cg host.Cgroup, fn func(Report) error) error {
 	req := request{Op: OpStat, Cgroup: string(cg)}
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
 	defer stop()

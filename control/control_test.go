@@ -171,8 +171,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	for _, cg := range []host.Cgroup{"", "/a/b"} {
-		var got []Report
-		err := c.Stat(ctx, cg, func(r Report) error { got = append(got, r); return nil })
+		got, err := c.Stat(ctx, cg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +234,7 @@ func TestErrorsComeBack(t *testing.T) {
 		},
 		{
 			name:   "the backend's own error",
-			do:     func() error { return c.Stat(ctx, "/x", func(Report) error { return nil }) },
+			do:     func() error { _, err := c.Stat(ctx, "/x"); return err },
 			errHas: []string{"cgroup /x: not managed"},
 		},
 	}

@@ -53,7 +53,7 @@ func TestStatStreamsEveryCgroup(t *testing.T) {
 	c := dial(t, path)
 	for round := range 2 {
 		i := 0
-		err := c.Stat(context.Background(), "", func(r Report) error {
+		err := c.StatEach(context.Background(), "", func(r Report) error {
 			if r.Cgroup != b.sts[i].Cgroup {
 				return fmt.Errorf("report %d is %s, want %s", i, r.Cgroup, b.sts[i].Cgroup)
 			}
@@ -72,7 +72,7 @@ func TestStatStreamsEveryCgroup(t *testing.T) {
 	}
 	// A caller that stops early gets its own error back.
 	stop := errors.New("enough")
-	if err := c.Stat(context.Background(), "", func(Report) error { return stop }); !errors.Is(err, stop) {
+	if err := c.StatEach(context.Background(), "", func(Report) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("Stat stopped by its callback: %v, want %v", err, stop)
 	}
 }
@@ -117,7 +117,7 @@ func BenchmarkStat10000(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n = 0
-		if err := c.Stat(context.Background(), "", func(Report) error { n++; return nil }); err != nil {
+		if err := c.StatEach(context.Background(), "", func(Report) error { n++; return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -71,7 +71,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			out := newReportWriter(bw, asJSON)
 			if c, err := control.Dial(socket); err == nil {
 				defer c.Close()
-				err := c.Stat(cmd.Context(), one, func(r control.Report) error { return out.write(report(r)) })
+				err := c.StatEach(cmd.Context(), one, func(r control.Report) error { return out.write(report(r)) })
 				if err != nil {
 					if one == "" {
 						return fmt.Errorf("stat: %w", err)

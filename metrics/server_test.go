@@ -73,6 +73,7 @@ func TestServe(t *testing.T) {
 		{http.MethodGet, "/metrics", http.StatusOK, "go_goroutines"},
 		{http.MethodGet, "/metrics", http.StatusOK, "process_resident_memory_bytes"},
 		{http.MethodPost, "/metrics", http.StatusMethodNotAllowed, ""},
+		{http.MethodGet, "/healthz", http.StatusOK, "ok\n"},
 		{http.MethodGet, "/", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {

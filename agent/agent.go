@@ -14,6 +14,7 @@ import (
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/policy"
+	"github.com/memcgd/memcgd/resolve"
 )
 
 // Defaults of Options.
@@ -203,11 +204,7 @@ func (a *Agent) Knobs(cg host.Cgroup) memcg.Knobs {
 	a.mu.Lock()
 	cfg := a.cfg
 	a.mu.Unlock()
-	k := cfg.Knobs(cg)
-	if a.opts.Overrides != nil {
-		k = a.opts.Overrides.Apply(cg, k)
-	}
-	return k
+	return resolve.Knobs(cfg, a.opts.Overrides, cg)
 }
 
 // Run runs the loop until ctx is done. Every pause in progress is ended
@@ -449,6 +446,7 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	eff := memcg.Resolve(chain, knobs)
 	a.mu.Lock()
 	managed := a.managed(chain)
+	st.status.Managed = managed
 	a.mu.Unlock()
 	if !managed {
 		a.setStatus(st, s, eff, h.Now())

@@ -47,8 +47,8 @@ type Rule struct {
 	// Match is a path.Match glob over hierarchy paths ("/kubepods/*"); a
 	// trailing "/**" also matches every descendant.
 	Match string
-	// Knobs are the settings as written, applied over the defaults.
-	Knobs map[string]string
+	// Set are the rule's knobs, validated at load.
+	Set memcg.Patch
 }
 
 // Matches reports whether the rule applies to cg.
@@ -75,10 +75,7 @@ func (c *Config) Knobs(cg host.Cgroup) memcg.Knobs {
 	k := c.Defaults
 	for _, r := range c.Rules {
 		if r.Matches(cg) {
-			// Rules were validated at load time against the defaults;
-			// applying them to a knob set that differs only by earlier
-			// rules cannot fail.
-			_ = k.Apply(r.Knobs)
+			k = r.Set.Apply(k)
 		}
 	}
 	return k
@@ -127,10 +124,11 @@ func Parse(b []byte) (*Config, error) {
 	}
 	c := &Config{Under: "/", LimitedOnly: true, Defaults: memcg.DefaultKnobs()}
 	if f.Manage.Under != "" {
-		if !strings.HasPrefix(f.Manage.Under, "/") || path.Clean(f.Manage.Under) != f.Manage.Under {
-			return nil, fmt.Errorf("config: manage.under: invalid value %q: allowed a clean hierarchy path starting with /, as in /proc/PID/cgroup", f.Manage.Under)
+		under, err := host.ParseCgroup(f.Manage.Under)
+		if err != nil {
+			return nil, fmt.Errorf("config: manage.under: %w", err)
 		}
-		c.Under = host.Cgroup(f.Manage.Under)
+		c.Under = under
 	}
 	if f.Manage.LimitedOnly != nil {
 		c.LimitedOnly = *f.Manage.LimitedOnly
@@ -139,9 +137,11 @@ func Parse(b []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Defaults.Apply(defaults); err != nil {
+	dp, err := memcg.ParsePatch(defaults)
+	if err != nil {
 		return nil, fieldError("defaults", &f.Defaults, err)
 	}
+	c.Defaults = dp.Apply(c.Defaults)
 	for i, rs := range f.Rules {
 		where := fmt.Sprintf("rules[%d]", i)
 		if rs.Match == "" {
@@ -154,11 +154,11 @@ func Parse(b []byte) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		k := c.Defaults
-		if err := k.Apply(set); err != nil {
+		p, err := memcg.ParsePatch(set)
+		if err != nil {
 			return nil, fieldError(where+".set", &rs.Set, err)
 		}
-		c.Rules = append(c.Rules, Rule{Match: rs.Match, Knobs: set})
+		c.Rules = append(c.Rules, Rule{Match: rs.Match, Set: p})
 	}
 	return c, nil
 }

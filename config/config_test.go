@@ -128,3 +128,41 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRuleMatches: Matches never panics, whatever the glob and the path,
+// and keeps the rules the README states: "/**" matches every cgroup, a
+// glob without metacharacters matches exactly its own path, and P/**
+// matches P and every descendant of P.
+func FuzzRuleMatches(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/kubepods/*", "/kubepods/pod1"},
+		{"/kubepods/burstable/**", "/kubepods/burstable/pod1/c"},
+		{"/**", "/"},
+		{"[", "/a"},
+		{"/a/**/**", "/a/b"},
+		{"/a\\", "/a"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, match, cg string) {
+		if _, err := host.ParseCgroup(cg); err != nil {
+			return
+		}
+		got := Rule{Match: match}.Matches(host.Cgroup(cg))
+		if match == "/**" && !got {
+			t.Fatalf("/** does not match %q", cg)
+		}
+		if !strings.ContainsAny(match, `*?[\`) && got != (match == cg) {
+			t.Fatalf("plain %q matches %q: %v", match, cg, got)
+		}
+		if !strings.ContainsAny(cg, `*?[\`) {
+			sub := Rule{Match: strings.TrimSuffix(cg, "/") + "/**"}
+			if !sub.Matches(host.Cgroup(cg)) {
+				t.Fatalf("%s does not match %s itself", sub.Match, cg)
+			}
+			if child := host.Cgroup(strings.TrimSuffix(cg, "/") + "/x"); !sub.Matches(child) {
+				t.Fatalf("%s does not match %s, a child", sub.Match, child)
+			}
+		}
+	})
+}

@@ -42,9 +42,8 @@ func Dial(path string) (*Client, error) {
 		return nil, fmt.Errorf("connect %s: %w", path, err)
 	}
 	sc := bufio.NewScanner(c)
-	// Responses are not bounded like requests: a stat of thousands of
-	// cgroups runs to megabytes.
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	// A response is one cgroup's settings or report: kilobytes.
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	return &Client{path: path, conn: c.(*net.UnixConn), sc: sc}, nil
 }
 
@@ -67,18 +66,37 @@ func (c *Client) Reset(ctx context.Context, cg host.Cgroup) (GetResult, error) {
 	return c.settings(ctx, request{Op: OpReset, Cgroup: string(cg)})
 }
 
-// Stat returns the daemon's statistics of cg, or of every managed cgroup
-// when cg is "".
+// Stat returns the daemon's reports of cg, or of every managed cgroup when
+// cg is "", all at once. StatEach does not hold them all.
 func (c *Client) Stat(ctx context.Context, cg host.Cgroup) ([]Report, error) {
-	r, err := c.do(ctx, request{Op: OpStat, Cgroup: string(cg)})
-	if err != nil {
-		return nil, err
+	var out []Report
+	err := c.StatEach(ctx, cg, func(r Report) error { out = append(out, r); return nil })
+	return out, err
+}
+
+// StatEach calls fn with the daemon's report of cg, or of every managed
+// cgroup when cg is "", one at a time as they arrive; an error from fn
+// stops it (the connection is then closed, the rest of the answer unread).
+func (c *Client) StatEach(ctx context.Context, cg host.Cgroup, fn func(Report) error) error {
+	req := request{Op: OpStat, Cgroup: string(cg)}
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
+	defer stop()
+	var names []string
+	r, err := c.do(ctx, req)
+	for ; err == nil && !r.End; r, err = c.next(ctx, req) {
+		if r.Stat == nil {
+			return fmt.Errorf("%s %s: the daemon's response has no report", req.Op, c.path)
+		}
+		rep, err := r.Stat.report(&names)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", req.Op, c.path, err)
+		}
+		if err := fn(rep); err != nil {
+			c.conn.Close()
+			return err
+		}
 	}
-	out := make([]Report, 0, len(r.Stats))
-	for _, w := range r.Stats {
-		out = append(out, w.report())
-	}
-	return out, nil
+	return err
 }
 
 func (c *Client) settings(ctx context.Context, req request) (GetResult, error) {
@@ -111,6 +129,20 @@ func (c *Client) do(ctx context.Context, req request) (response, error) {
 	_, werr := c.conn.Write(append(b, '\n'))
 	// Even when the write fails, read: a server that refuses a peer
 	// answers and closes before reading, and its answer is the reason.
+	return c.read(ctx, req, werr)
+}
+
+// next reads one more response to req, extending the deadline when ctx
+// has none: a long answer is bounded per response, not as a whole.
+func (c *Client) next(ctx context.Context, req request) (response, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		c.conn.SetDeadline(time.Now().Add(DefaultTimeout))
+	}
+	return c.read(ctx, req, nil)
+}
+
+// read reads one response; werr is the error of writing the request.
+func (c *Client) read(ctx context.Context, req request, werr error) (response, error) {
 	if !c.sc.Scan() {
 		err := c.sc.Err()
 		if werr != nil {

@@ -16,20 +16,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
 
-// fakeBackend manages /a and /a/b, with real agent.Overrides held in
+// fakeBackend manages /a and /a/b, with real overrides.Overrides held in
 // memory over the default knobs.
 type fakeBackend struct {
-	overrides *agent.Overrides
+	overrides *overrides.Overrides
 	stats     map[host.Cgroup]memcg.Stat
 }
 
 func newFakeBackend(t testing.TB) *fakeBackend {
-	o, err := agent.LoadOverrides("")
+	o, err := overrides.Load("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func (b *fakeBackend) Get(cg host.Cgroup) (GetResult, error) {
 	if err := b.managed(cg); err != nil {
 		return GetResult{}, err
 	}
-	return agent.NewSettings(cg, b.effective(cg), b.overrides.Get(cg)), nil
+	return state.NewSettings(cg, b.effective(cg), b.overrides.Get(cg)), nil
 }
 
 func (b *fakeBackend) effective(cg host.Cgroup) memcg.Effective {
@@ -72,8 +73,8 @@ func (b *fakeBackend) Reset(cg host.Cgroup) error {
 	return b.overrides.Delete(cg)
 }
 
-func (b *fakeBackend) Status(cg host.Cgroup) ([]agent.Status, error) {
-	var out []agent.Status
+func (b *fakeBackend) Status(cg host.Cgroup) ([]state.Status, error) {
+	var out []state.Status
 	for _, c := range slices.Sorted(func(yield func(host.Cgroup) bool) {
 		for c := range b.stats {
 			if !yield(c) {
@@ -82,9 +83,9 @@ func (b *fakeBackend) Status(cg host.Cgroup) ([]agent.Status, error) {
 		}
 	}) {
 		if cg == "" || cg == c {
-			out = append(out, agent.Status{
+			out = append(out, state.Status{
 				Cgroup: c, Stat: b.stats[c], Effective: b.effective(c),
-				Counters: agent.Counters{ReclaimedBytes: 8 << 20, ReclaimRuns: 3, WriteOuts: 2, Pauses: 1, Paused: 150 * time.Millisecond},
+				Counters: state.Counters{ReclaimedBytes: 8 << 20, ReclaimRuns: 3, WriteOuts: 2, Pauses: 1, Paused: 150 * time.Millisecond},
 			})
 		}
 	}
@@ -183,7 +184,7 @@ func TestRoundTrip(t *testing.T) {
 			want = append(want, Report{Cgroup: st.Cgroup, Fields: st.Fields()})
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("Stat(%q) = %+v\nwant agent.Status.Fields %+v", cg, got, want)
+			t.Errorf("Stat(%q) = %+v\nwant state.Status.Fields %+v", cg, got, want)
 		}
 	}
 }

@@ -2,11 +2,12 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/state"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -34,12 +35,12 @@ const (
 
 // GetResult is one cgroup's settings as the socket returns them: every knob
 // in force, the overrides among them, and the thresholds and watermarks in
-// bytes. It is agent.Settings, so that the agent can implement Backend
+// bytes. It is state.Settings, so that the agent can implement Backend
 // without importing this package.
-type GetResult = agent.Settings
+type GetResult = state.Settings
 
 // Report is one cgroup's statistics in `memcgd stat` form: the fields of
-// agent.Status.Fields.
+// state.Status.Fields.
 type Report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
@@ -58,7 +59,11 @@ type response struct {
 	// Invalid details a refused knob.
 	Invalid  *invalid      `json:"invalid,omitempty"`
 	Settings *wireSettings `json:"settings,omitempty"`
-	Stats    []wireReport  `json:"stats,omitempty"`
+	// Stat is one cgroup's report: the answer to a stat request is one
+	// response per cgroup, streamed, then one with End set, so that
+	// neither side holds the reports of every cgroup at once.
+	Stat *wireReport `json:"stat,omitempty"`
+	End  bool        `json:"end,omitempty"`
 }
 
 type invalid struct {
@@ -86,15 +91,15 @@ type wireWatermarks struct {
 	High uint64 `json:"high_bytes"`
 }
 
+// wireReport is one cgroup's report, compact: a stat of 10,000 cgroups
+// sends 10,000 of them. Names are sent only when they differ from the
+// previous report's on the connection (in practice: once); Unknown lists
+// the indices of the fields that are n/a.
 type wireReport struct {
-	Cgroup string      `json:"cgroup"`
-	Fields []wireField `json:"fields"`
-}
-
-type wireField struct {
-	Name  string `json:"name"`
-	Value uint64 `json:"value"`
-	Known bool   `json:"known"`
+	Cgroup  string   `json:"cgroup"`
+	Names   []string `json:"names,omitempty"`
+	Values  uintList `json:"values"`
+	Unknown []int    `json:"unknown,omitempty"`
 }
 
 func toWireSettings(s GetResult) *wireSettings {
@@ -124,20 +129,50 @@ func (w *wireSettings) settings() GetResult {
 	return s
 }
 
-func toWireReport(st agent.Status) wireReport {
-	r := wireReport{Cgroup: string(st.Cgroup)}
-	for _, f := range st.Fields() {
-		r.Fields = append(r.Fields, wireField{Name: f.Name, Value: f.Value, Known: f.Known})
+// toWireReport encodes st's fields; names are sent unless they equal
+// *last, which is then updated.
+func toWireReport(st state.Status, last *[]string) *wireReport {
+	fields := st.Fields()
+	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(uintList, len(fields))}
+	same := len(*last) == len(fields)
+	for i, f := range fields {
+		r.Values[i] = f.Value
+		if !f.Known {
+			r.Unknown = append(r.Unknown, i)
+		}
+		same = same && (*last)[i] == f.Name
+	}
+	if !same {
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.Name
+		}
+		r.Names, *last = names, names
 	}
 	return r
 }
 
-func (w wireReport) report() Report {
-	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, 0, len(w.Fields))}
-	for _, f := range w.Fields {
-		r.Fields = append(r.Fields, memcg.Field{Name: f.Name, Value: f.Value, Known: f.Known})
+// report decodes w, with the names of the previous report on the
+// connection unless w brings its own; *last is updated.
+func (w *wireReport) report(last *[]string) (Report, error) {
+	if w.Names != nil {
+		*last = w.Names
 	}
-	return r
+	names := *last
+	if len(names) != len(w.Values) {
+		return Report{}, fmt.Errorf("report of %s: %d values for %d field names", w.Cgroup, len(w.Values), len(names))
+	}
+	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names))}
+	for i, name := range names {
+		r.Fields[i] = memcg.Field{Name: name, Value: w.Values[i], Known: true}
+	}
+	for _, i := range w.Unknown {
+		if i < 0 || i >= len(names) {
+			return Report{}, fmt.Errorf("report of %s: unknown field index %d of %d", w.Cgroup, i, len(names))
+		}
+		r.Fields[i].Known = false
+	}
+	return r, nil
 }
 
 // errorResponse carries err, with a refused knob's details apart.

@@ -9,22 +9,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/state"
 )
 
 // Backend is what the socket controls: the running agent.
 type Backend interface {
 	// Set overrides knobs of cg at run time, all or nothing, as
-	// agent.Overrides.Set does.
+	// overrides.Overrides.Set does.
 	Set(cg host.Cgroup, knobs map[string]string) error
 	// Get returns cg's settings in force.
 	Get(cg host.Cgroup) (GetResult, error)
@@ -32,7 +30,7 @@ type Backend interface {
 	Reset(cg host.Cgroup) error
 	// Status returns the status of cg, or of every managed cgroup when cg
 	// is "".
-	Status(cg host.Cgroup) ([]agent.Status, error)
+	Status(cg host.Cgroup) ([]state.Status, error)
 }
 
 // Server answers requests on the control socket.
@@ -91,10 +89,17 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, log *slog.Logge
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	enc := json.NewEncoder(c)
+	// Responses gather in a buffer: a streamed stat (one response per
+	// cgroup) goes out in large writes, anything else at once.
+	bw := bufio.NewWriterSize(c, 64<<10)
+	enc := json.NewEncoder(bw)
 	reply := func(r response) bool {
 		c.SetWriteDeadline(time.Now().Add(WriteTimeout))
-		if err := enc.Encode(r); err != nil {
+		err := enc.Encode(r)
+		if err == nil && r.Stat == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
 			log.Debug("control socket: write response", "err", err)
 			return false
 		}
@@ -131,14 +136,70 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, log *slog.Logge
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if !reply(s.handle(line, log, peer)) {
+		if !s.handle(line, log, peer, reply) {
 			return
 		}
 	}
 }
 
-// handle answers one request line.
-func (s *Server) handle(line []byte, log *slog.Logger, peer slog.Attr) response {
+// handle answers one request line through reply, and reports whether the
+// connection can go on.
+func (s *Server) handle(line []byte, log *slog.Logger, peer slog.Attr, reply func(response) bool) bool {
+	req, err := decode(line)
+	if err != nil {
+		return reply(response{Error: fmt.Sprintf("request: %v: allowed one JSON object {\"op\", \"cgroup\", \"knobs\"} per line", err)})
+	}
+	cg := host.Cgroup(req.Cgroup)
+	if req.Op != OpStat || cg != "" {
+		if _, err := host.ParseCgroup(string(cg)); err != nil {
+			return reply(response{Error: "request: " + err.Error()})
+		}
+	}
+	if req.Op != OpSet && req.Knobs != nil {
+		return reply(response{Error: fmt.Sprintf("request: knobs: not allowed with op %q, only with %q", req.Op, OpSet)})
+	}
+	switch req.Op {
+	case OpSet:
+		if len(req.Knobs) == 0 {
+			return reply(response{Error: "request: knobs: missing: want at least one knob name and value"})
+		}
+		if err := s.Backend.Set(cg, req.Knobs); err != nil {
+			return reply(errorResponse(err))
+		}
+		log.Info("control socket: knobs set", peer, "cgroup", cg, "knobs", req.Knobs)
+		return reply(s.get(cg))
+	case OpGet:
+		return reply(s.get(cg))
+	case OpReset:
+		if err := s.Backend.Reset(cg); err != nil {
+			return reply(errorResponse(err))
+		}
+		log.Info("control socket: overrides reset", peer, "cgroup", cg)
+		return reply(s.get(cg))
+	case OpStat:
+		return s.stat(cg, reply)
+	}
+	return reply(response{Error: fmt.Sprintf("request: op: invalid value %q: allowed %s, %s, %s or %s", req.Op, OpSet, OpGet, OpReset, OpStat)})
+}
+
+// stat streams the reports of cg, or of every managed cgroup when cg is
+// "", one response per cgroup and then one with End set.
+func (s *Server) stat(cg host.Cgroup, reply func(response) bool) bool {
+	sts, err := s.Backend.Status(cg)
+	if err != nil {
+		return reply(errorResponse(err))
+	}
+	var names []string
+	for i := range sts {
+		if !reply(response{Stat: toWireReport(sts[i], &names)}) {
+			return false
+		}
+	}
+	return reply(response{End: true})
+}
+
+// decode reads one request line strictly.
+func decode(line []byte) (request, error) {
 	var req request
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -146,48 +207,7 @@ func (s *Server) handle(line []byte, log *slog.Logger, peer slog.Attr) response 
 	if err == nil && dec.More() {
 		err = errors.New("data after the object")
 	}
-	if err != nil {
-		return response{Error: fmt.Sprintf("request: %v: allowed one JSON object {\"op\", \"cgroup\", \"knobs\"} per line", err)}
-	}
-	cg := host.Cgroup(req.Cgroup)
-	if req.Op != OpStat || cg != "" {
-		if err := checkCgroup(cg); err != nil {
-			return response{Error: err.Error()}
-		}
-	}
-	if req.Op != OpSet && req.Knobs != nil {
-		return response{Error: fmt.Sprintf("request: knobs: not allowed with op %q, only with %q", req.Op, OpSet)}
-	}
-	switch req.Op {
-	case OpSet:
-		if len(req.Knobs) == 0 {
-			return response{Error: "request: knobs: missing: want at least one knob name and value"}
-		}
-		if err := s.Backend.Set(cg, req.Knobs); err != nil {
-			return errorResponse(err)
-		}
-		log.Info("control socket: knobs set", peer, "cgroup", cg, "knobs", req.Knobs)
-		return s.get(cg)
-	case OpGet:
-		return s.get(cg)
-	case OpReset:
-		if err := s.Backend.Reset(cg); err != nil {
-			return errorResponse(err)
-		}
-		log.Info("control socket: overrides reset", peer, "cgroup", cg)
-		return s.get(cg)
-	case OpStat:
-		sts, err := s.Backend.Status(cg)
-		if err != nil {
-			return errorResponse(err)
-		}
-		r := response{Stats: make([]wireReport, 0, len(sts))}
-		for _, st := range sts {
-			r.Stats = append(r.Stats, toWireReport(st))
-		}
-		return r
-	}
-	return response{Error: fmt.Sprintf("request: op: invalid value %q: allowed %s, %s, %s or %s", req.Op, OpSet, OpGet, OpReset, OpStat)}
+	return req, err
 }
 
 func (s *Server) get(cg host.Cgroup) response {
@@ -217,13 +237,4 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 		return nil, fmt.Errorf("peer credentials: %w", credErr)
 	}
 	return cred, nil
-}
-
-// checkCgroup refuses a cgroup that is not a clean hierarchy path.
-func checkCgroup(cg host.Cgroup) error {
-	s := string(cg)
-	if !strings.HasPrefix(s, "/") || path.Clean(s) != s {
-		return fmt.Errorf("request: cgroup: invalid value %q: allowed a clean hierarchy path starting with /, as in /proc/PID/cgroup", s)
-	}
-	return nil
 }

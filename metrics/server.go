@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
 // DefaultAddr is where the endpoint listens unless told otherwise: the
@@ -28,17 +28,37 @@ const (
 	shutdownTimeout   = 5 * time.Second
 )
 
-// Handler serves reg's metrics in the Prometheus text or OpenMetrics
-// format; a collector's error is logged to log (nil discards) and the
-// other metrics are still served.
-func Handler(reg prometheus.Gatherer, logger *slog.Logger) http.Handler {
+// maxRequestsInFlight bounds concurrent scrapes: each walks every
+// managed cgroup, so a client that opens many at once would multiply the
+// daemon's memory. Others get 503, as promhttp's MaxRequestsInFlight does.
+const maxRequestsInFlight = 2
+
+// scrapeTimeout bounds the writing of one page; a client that reads
+// slower than that is cut off.
+const scrapeTimeout = 10 * time.Second
+
+// Handler serves reg's page in the Prometheus text format, at most
+// maxRequestsInFlight at a time; a failure is logged to logger (nil
+// discards).
+func Handler(reg *Registry, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-		Timeout:       writeTimeout - time.Second,
+	inflight := make(chan struct{}, maxRequestsInFlight)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case inflight <- struct{}{}:
+			defer func() { <-inflight }()
+		default:
+			http.Error(w, fmt.Sprintf("limit of %d concurrent scrapes reached", maxRequestsInFlight), http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), scrapeTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		if err := reg.WriteText(ctx, w); err != nil {
+			logger.Warn("metrics scrape", "err", err)
+		}
 	})
 }
 
@@ -74,6 +94,10 @@ func loopback(host string) bool {
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	// A liveness probe that costs nothing and never meets the scrape
+	// limit: a probe on /metrics would walk every cgroup, and a 503 there
+	// would have the pod restarted.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,

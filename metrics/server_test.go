@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/agent"
+	"github.com/memcgd/memcgd/state"
 )
 
 func TestListenLoopbackOnly(t *testing.T) {
@@ -55,7 +55,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	sts := snapshot(t)
-	reg, err := NewRegistry(func() []agent.Status { return sts })
+	reg, err := NewRegistry(func() []state.Status { return sts })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,7 @@ func TestServe(t *testing.T) {
 		{http.MethodGet, "/metrics", http.StatusOK, "go_goroutines"},
 		{http.MethodGet, "/metrics", http.StatusOK, "process_resident_memory_bytes"},
 		{http.MethodPost, "/metrics", http.StatusMethodNotAllowed, ""},
+		{http.MethodGet, "/healthz", http.StatusOK, "ok\n"},
 		{http.MethodGet, "/", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/metrics"
+	"github.com/memcgd/memcgd/overrides"
 )
 
 // runFlags are `memcgd run`'s own flags.
@@ -67,6 +68,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return fmt.Errorf("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logMissingCapabilities(log, g.procRoot)
 
 	cfg, err := g.loadConfig()
 	if err != nil {
@@ -89,9 +91,12 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return fmt.Errorf("recover journal: %w", err)
 	}
-	ov, err := agent.LoadOverrides(f.overrides)
+	ov, err := overrides.Load(f.overrides, overrides.DirInode(l.Memory.Dir))
 	if err != nil {
 		return err
+	}
+	for _, cg := range ov.Stale() {
+		log.Warn("dropped the overrides of a cgroup removed or created again since they were set", "cgroup", cg)
 	}
 	w, err := cgroupfs.NewWatcher(l, cgroupfs.WatcherOptions{})
 	if err != nil {
@@ -123,7 +128,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		}
 	}()
 	if f.listen != "" {
-		reg, err := metrics.NewRegistry(func() []agent.Status { s, _ := a.Status(""); return s })
+		reg, err := metrics.NewRegistry(func() []agent.Status { s, _ := a.Status(""); return s }, metrics.WithDropped(w))
 		if err != nil {
 			return err
 		}

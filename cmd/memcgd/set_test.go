@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
 
 func TestParsePairs(t *testing.T) {
@@ -52,7 +53,7 @@ func TestParsePairs(t *testing.T) {
 // fakeDaemon serves the control socket for the root cgroup "/" with
 // real overrides over the default knobs.
 type fakeDaemon struct {
-	overrides *agent.Overrides
+	overrides *overrides.Overrides
 	stat      memcg.Stat
 }
 
@@ -65,16 +66,16 @@ func (d *fakeDaemon) Set(cg host.Cgroup, knobs map[string]string) error {
 }
 
 func (d *fakeDaemon) Get(cg host.Cgroup) (control.GetResult, error) {
-	return agent.NewSettings(cg, d.effective(cg), d.overrides.Get(cg)), nil
+	return state.NewSettings(cg, d.effective(cg), d.overrides.Get(cg)), nil
 }
 
 func (d *fakeDaemon) Reset(cg host.Cgroup) error { return d.overrides.Delete(cg) }
 
-func (d *fakeDaemon) Status(cg host.Cgroup) ([]agent.Status, error) {
+func (d *fakeDaemon) Status(cg host.Cgroup) ([]state.Status, error) {
 	if cg != "" && cg != "/" {
 		return nil, fmt.Errorf("cgroup %s: not managed", cg)
 	}
-	return []agent.Status{{Cgroup: "/", Stat: d.stat, Effective: d.effective("/"), Counters: agent.Counters{ReclaimedBytes: 40960, ReclaimRuns: 2}}}, nil
+	return []state.Status{{Cgroup: "/", Stat: d.stat, Effective: d.effective("/"), Counters: state.Counters{ReclaimedBytes: 40960, ReclaimRuns: 2}}}, nil
 }
 
 // memcgd runs the command line and returns its output.
@@ -90,7 +91,7 @@ func memcgd(t *testing.T, args ...string) (string, error) {
 }
 
 func TestSetGetStatThroughTheDaemon(t *testing.T) {
-	ov, err := agent.LoadOverrides("")
+	ov, err := overrides.Load("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/resolve"
 )
 
 const statHelp = `Print, per memory cgroup, in memory.stat style: usage, limit, file, anon,
@@ -39,7 +40,9 @@ When the daemon answers on --socket, its own figures are printed, the same
 the metrics endpoint exports: kswapd_steal is then the daemon's background
 reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
-throttle_paused_us. Otherwise cgroupfs is read directly.
+throttle_paused_us. Otherwise cgroupfs is read directly, with the config's
+knobs and the runtime overrides memcgd set persisted (--overrides) over them.
+Either way the answer is printed cgroup by cgroup as it is read.
 
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
@@ -47,17 +50,13 @@ cgroupfs.`
 
 func newStatCmd(g *globalFlags) *cobra.Command {
 	var asJSON bool
-	var socket string
+	var socket, overridesPath string
 	cmd := &cobra.Command{
 		Use:   "stat [CGROUP]",
 		Short: "Print per-cgroup dirty, reclaim and writeback statistics",
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			write := writeText
-			if asJSON {
-				write = writeJSON
-			}
 			l, err := cgroupfs.Discover(g.procRoot)
 			if err != nil {
 				return err
@@ -68,19 +67,30 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 					return err
 				}
 			}
+			bw := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+			out := newReportWriter(bw, asJSON)
 			if c, err := control.Dial(socket); err == nil {
 				defer c.Close()
-				reports, err := statFromDaemon(cmd.Context(), c, one)
+				err := c.StatEach(cmd.Context(), one, func(r control.Report) error { return out.write(report(r)) })
 				if err != nil {
-					return err
+					if one == "" {
+						return fmt.Errorf("stat: %w", err)
+					}
+					return fmt.Errorf("stat %s: %w", one, err)
 				}
-				return write(cmd.OutOrStdout(), reports)
+				return errors.Join(out.close(), bw.Flush())
 			}
 
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
 			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			// The daemon's runtime overrides are in force for a cgroup
+			// whether or not the daemon runs now: print the same.
+			ov, err := overrides.Load(overridesPath, overrides.DirInode(l.Memory.Dir))
 			if err != nil {
 				return err
 			}
@@ -91,36 +101,20 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			} else if cgs, err = fs.Cgroups(cmd.Context()); err != nil {
 				return err
 			}
-			reports, errs := collect(cmd.Context(), fs, cfg, cgs)
-			if len(args) == 1 && len(reports) == 0 && len(errs) == 0 {
-				return fmt.Errorf("%s vanished while it was read", cgs[0])
-			}
-			if err := write(cmd.OutOrStdout(), reports); err != nil {
+			n, errs := collect(cmd.Context(), fs, func(cg host.Cgroup) memcg.Knobs { return resolve.Knobs(cfg, ov, cg) }, cgs, out.write)
+			if err := errors.Join(out.close(), bw.Flush()); err != nil {
 				return err
 			}
-			return errors.Join(errs...)
+			if len(args) == 1 && n == 0 && errs == nil {
+				return fmt.Errorf("%s vanished while it was read", cgs[0])
+			}
+			return errs
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats} with null for n/a")
 	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket; when nothing answers there, cgroupfs is read directly")
+	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the overrides `memcgd set` persisted, applied when cgroupfs is read directly")
 	return cmd
-}
-
-// statFromDaemon asks the running daemon for cg's report, or every managed
-// cgroup's when cg is "".
-func statFromDaemon(ctx context.Context, c *control.Client, cg host.Cgroup) ([]report, error) {
-	rs, err := c.Stat(ctx, cg)
-	if err != nil {
-		if cg == "" {
-			return nil, fmt.Errorf("stat: %w", err)
-		}
-		return nil, fmt.Errorf("stat %s: %w", cg, err)
-	}
-	out := make([]report, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, report{Cgroup: r.Cgroup, Fields: r.Fields})
-	}
-	return out, nil
 }
 
 // report is one cgroup's listing.
@@ -129,50 +123,29 @@ type report struct {
 	Fields []memcg.Field
 }
 
-// collect observes each cgroup and its ancestors (each once) and builds the
-// reports; a cgroup that vanishes meanwhile is skipped, and any other
-// failure is returned beside the reports that succeeded.
-func collect(ctx context.Context, h host.Host, cfg *config.Config, cgs []host.Cgroup) ([]report, []error) {
-	seen := map[host.Cgroup]memcg.Stat{}
-	observe := func(cg host.Cgroup) (memcg.Stat, error) {
-		if s, ok := seen[cg]; ok {
-			return s, nil
-		}
-		s, err := h.Observe(ctx, cg)
-		if err == nil {
-			seen[cg] = s
-		}
-		return s, err
-	}
-	var out []report
+// collect observes each cgroup and its ancestors and passes each report to
+// emit as soon as it is built, holding only the readings of the current
+// path from the root (resolve.PathCache) over cgs in walk order. A cgroup
+// that vanishes meanwhile is skipped; any other failure is returned after
+// the rest. It returns how many reports it emitted.
+func collect(ctx context.Context, h host.Host, knobs func(host.Cgroup) memcg.Knobs, cgs []host.Cgroup, emit func(report) error) (int, error) {
+	cache := resolve.NewPathCache(h.Observe)
 	var errs []error
+	n := 0
 	for _, cg := range cgs {
-		chain, knobs, err := ancestry(cg, cfg, observe)
+		s, e, err := resolve.Resolve(ctx, cg, cache.Observe, knobs)
 		if err != nil {
 			if !errors.Is(err, host.ErrVanished) {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		e := memcg.Resolve(chain, knobs)
-		out = append(out, report{Cgroup: cg, Fields: memcg.Report(chain[len(chain)-1], e)})
-	}
-	return out, errs
-}
-
-// ancestry observes cg and its ancestors, root first, with their knobs.
-func ancestry(cg host.Cgroup, cfg *config.Config, observe func(host.Cgroup) (memcg.Stat, error)) ([]memcg.Stat, []memcg.Knobs, error) {
-	paths := agent.Ancestors(cg)
-	chain := make([]memcg.Stat, len(paths))
-	knobs := make([]memcg.Knobs, len(paths))
-	for i, p := range paths {
-		s, err := observe(p)
-		if err != nil {
-			return nil, nil, err
+		if err := emit(report{Cgroup: cg, Fields: memcg.Report(s, e)}); err != nil {
+			return n, err
 		}
-		chain[i], knobs[i] = s, cfg.Knobs(p)
+		n++
 	}
-	return chain, knobs, nil
+	return n, errors.Join(errs...)
 }
 
 func formatValue(f memcg.Field) string {
@@ -185,40 +158,68 @@ func formatValue(f memcg.Field) string {
 	return strconv.FormatUint(f.Value, 10)
 }
 
-func writeText(w io.Writer, reports []report) error {
-	for i, r := range reports {
-		if i > 0 {
-			fmt.Fprintln(w)
+// reportWriter prints reports one at a time, as they come.
+type reportWriter struct {
+	w    io.Writer
+	json bool
+	n    int
+}
+
+func newReportWriter(w io.Writer, asJSON bool) *reportWriter {
+	return &reportWriter{w: w, json: asJSON}
+}
+
+// write prints one report: in text, memory.stat style, a blank line
+// between cgroups; in JSON, one element of the list, printed as
+// json.Encoder with a two-space indent prints the whole list.
+func (rw *reportWriter) write(r report) error {
+	defer func() { rw.n++ }()
+	if !rw.json {
+		if rw.n > 0 {
+			fmt.Fprintln(rw.w)
 		}
-		fmt.Fprintf(w, "cgroup %s\n", r.Cgroup)
+		fmt.Fprintf(rw.w, "cgroup %s\n", r.Cgroup)
 		for _, f := range r.Fields {
-			if _, err := fmt.Fprintf(w, "%s %s\n", f.Name, formatValue(f)); err != nil {
+			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, formatValue(f)); err != nil {
 				return err
 			}
 		}
+		return nil
 	}
-	return nil
-}
-
-func writeJSON(w io.Writer, reports []report) error {
 	type entry struct {
 		Cgroup host.Cgroup        `json:"cgroup"`
 		Stats  map[string]*uint64 `json:"stats"`
 	}
-	out := make([]entry, 0, len(reports))
-	for _, r := range reports {
-		e := entry{Cgroup: r.Cgroup, Stats: map[string]*uint64{}}
-		for _, f := range r.Fields {
-			if f.Known {
-				v := f.Value
-				e.Stats[f.Name] = &v
-			} else {
-				e.Stats[f.Name] = nil
-			}
+	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields))}
+	for _, f := range r.Fields {
+		if f.Known {
+			v := f.Value
+			e.Stats[f.Name] = &v
+		} else {
+			e.Stats[f.Name] = nil
 		}
-		out = append(out, e)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	b, err := json.MarshalIndent(e, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if rw.n == 0 {
+		sep = "[\n  "
+	}
+	_, err = fmt.Fprintf(rw.w, "%s%s", sep, b)
+	return err
+}
+
+// close ends the output: the JSON list's closing bracket.
+func (rw *reportWriter) close() error {
+	if !rw.json {
+		return nil
+	}
+	end := "\n]\n"
+	if rw.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(rw.w, end)
+	return err
 }

@@ -8,15 +8,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/state"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from the current output")
@@ -27,7 +29,7 @@ const gib = 1 << 30
 // memory controller without a limit of its own (failcnt and pgpgin/out,
 // PSI from the unified hierarchy), one on v2 under memory.high (reclaim
 // counters and memory.events), with dirty_bytes overridden.
-func snapshot(t testing.TB) []agent.Status {
+func snapshot(t testing.TB) []state.Status {
 	t.Helper()
 	root := memcg.Stat{Usage: 8 * gib, Limit: 24 * gib, Max: 24 * gib, High: memcg.NoLimit, File: 5 * gib}
 
@@ -55,16 +57,16 @@ func snapshot(t testing.TB) []agent.Status {
 		t.Fatal(err)
 	}
 	observed := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	return []agent.Status{
+	return []state.Status{
 		{
-			Cgroup: "/system.slice/app.service", Observed: observed, Stat: v1,
+			Cgroup: "/system.slice/app.service", Observed: observed, Stat: v1, Managed: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, v1}, []memcg.Knobs{memcg.DefaultKnobs(), v1Knobs}),
-			Counters:  agent.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
+			Counters:  state.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
 		},
 		{
-			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true,
+			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true, Managed: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, parent, v2}, []memcg.Knobs{memcg.DefaultKnobs(), memcg.DefaultKnobs(), v2Knobs}),
-			Counters: agent.Counters{
+			Counters: state.Counters{
 				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, WriteOuts: 40, WriteOutBytes: 320 << 20,
 				Flushes: 2, FlushBytes: 1 << 20, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
 			},
@@ -73,7 +75,7 @@ func snapshot(t testing.TB) []agent.Status {
 }
 
 // scrape returns the /metrics page of a registry over sts.
-func scrape(t *testing.T, sts func() []agent.Status) string {
+func scrape(t *testing.T, sts func() []state.Status) string {
 	t.Helper()
 	reg, err := NewRegistry(sts)
 	if err != nil {
@@ -109,7 +111,7 @@ func own(page string) string {
 
 func TestMetricsGolden(t *testing.T) {
 	sts := snapshot(t)
-	got := own(scrape(t, func() []agent.Status { return sts }))
+	got := own(scrape(t, func() []state.Status { return sts }))
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -127,7 +129,7 @@ func TestMetricsGolden(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	sts := snapshot(t)
-	page := scrape(t, func() []agent.Status { return sts })
+	page := scrape(t, func() []state.Status { return sts })
 	problems, err := promlint.New(strings.NewReader(page)).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestMetricsAreASnapshot(t *testing.T) {
 	later[0].Counters.ReclaimRuns = 13
 	scrapes := []struct {
 		name    string
-		sts     []agent.Status
+		sts     []state.Status
 		present []string
 		absent  []string
 	}{
@@ -152,18 +154,18 @@ func TestMetricsAreASnapshot(t *testing.T) {
 			name: "first scrape",
 			sts:  full,
 			present: []string{
-				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 7.340032e+08`,
-				`memcgd_cgroup_usage_bytes{cgroup="/system.slice/app.service"} 3.145728e+08`,
+				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 734003200`,
+				`memcgd_cgroup_usage_bytes{cgroup="/system.slice/app.service"} 314572800`,
 			},
 		},
 		{
 			name: "a cgroup gone and new figures: nothing is kept from the last scrape",
 			sts:  later,
 			present: []string{
-				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 7.4448896e+08`,
+				`memcgd_cgroup_usage_bytes{cgroup="/kubepods/burstable/pod-db"} 744488960`,
 				`memcgd_cgroup_reclaim_runs_total{cgroup="/kubepods/burstable/pod-db"} 13`,
 			},
-			absent: []string{`cgroup="/system.slice/app.service"`, "7.340032e+08"},
+			absent: []string{`cgroup="/system.slice/app.service"`, " 734003200\n"},
 		},
 		{
 			name:   "no cgroups",
@@ -171,8 +173,8 @@ func TestMetricsAreASnapshot(t *testing.T) {
 			absent: []string{"memcgd_cgroup_"},
 		},
 	}
-	var current []agent.Status
-	reg, err := NewRegistry(func() []agent.Status { return current })
+	var current []state.Status
+	reg, err := NewRegistry(func() []state.Status { return current })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +199,7 @@ func TestMetricsAreASnapshot(t *testing.T) {
 
 func TestUnknownKernelCountersAreAbsent(t *testing.T) {
 	// Each cgroup of the snapshot reports only what its kernel has.
-	page := own(scrape(t, func() []agent.Status { return snapshot(t) }))
+	page := own(scrape(t, func() []state.Status { return snapshot(t) }))
 	tests := []struct {
 		cg      host.Cgroup
 		present []string
@@ -255,25 +257,75 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
-// BenchmarkScrape10000 scrapes 10,000 cgroups, the size of seed 004's fio
-// experiment.
+// BenchmarkScrape10000 scrapes 10,000 managed cgroups, the size of seed
+// 004's fio experiment, into a client that discards the page, and prints
+// the page size and the process's peak RSS during the scrapes (VmHWM, reset
+// through /proc/self/clear_refs before them). Targets (issue 9, defect 10):
+// < 200 ms, < 32 MiB allocated per scrape, RSS < 64 MiB.
+//
+//	go test ./metrics -run '^$' -bench Scrape10000 -benchmem
 func BenchmarkScrape10000(b *testing.B) {
 	base := snapshot(b)
-	sts := make([]agent.Status, 10000)
+	sts := make([]state.Status, 10000)
 	for i := range sts {
 		sts[i] = base[i%2]
-		sts[i].Cgroup = host.Cgroup(fmt.Sprintf("/fio/cg%05d", i))
+		sts[i].Cgroup = host.Cgroup(fmt.Sprintf("/kubepods/burstable/pod%05d/container", i))
 	}
-	reg, err := NewRegistry(func() []agent.Status { return sts })
+	reg, err := NewRegistry(func() []state.Status { return slices.Clone(sts) }) // the agent hands out a copy
 	if err != nil {
 		b.Fatal(err)
 	}
 	h := Handler(reg, nil)
-	var size int
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	runtime.GC()
+	resetPeakRSS(b)
+	cpu0 := cpuTime(b)
+	var w discardWriter
 	for b.Loop() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		size = rec.Body.Len()
+		w.n = 0
+		h.ServeHTTP(&w, req)
 	}
-	b.ReportMetric(float64(size), "bytes/scrape")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(w.n), "bytes/scrape")
+	b.ReportMetric(peakRSS(b)/(1<<20), "peak-RSS-MiB")
+}
+
+// discardWriter is a client that reads the page and drops it.
+type discardWriter struct {
+	n      int
+	header http.Header
+}
+
+func (d *discardWriter) Header() http.Header {
+	if d.header == nil {
+		d.header = http.Header{}
+	}
+	return d.header
+}
+func (d *discardWriter) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// resetPeakRSS resets the process's VmHWM to its current RSS
+// (Documentation/filesystems/proc.rst, clear_refs value 5).
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Logf("cannot reset peak RSS: %v", err)
+	}
+}
+
+// peakRSS reads VmHWM from /proc/self/status, in bytes.
+func peakRSS(b *testing.B) float64 {
+	s, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(s), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb)
+			return kb * 1024
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }

@@ -1,4 +1,4 @@
-package agent
+package overrides
 
 import (
 	"errors"
@@ -93,7 +93,7 @@ func TestOverridesSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := LoadOverrides(filepath.Join(t.TempDir(), "overrides.json"))
+			o, err := Load(filepath.Join(t.TempDir(), "overrides.json"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestOverridesSet(t *testing.T) {
 				t.Errorf("Get(/a) = %v, want %v", got, tt.want)
 			}
 			// What is in force is what a restarted daemon reads back.
-			again, err := LoadOverrides(o.Path())
+			again, err := Load(o.Path(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestOverridesApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := LoadOverrides("")
+			o, err := Load("", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestOverridesApply(t *testing.T) {
 
 func TestOverridesDeleteAndReset(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "overrides.json")
-	o, err := LoadOverrides(path)
+	o, err := Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestOverridesDeleteAndReset(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		again, err := LoadOverrides(path)
+		again, err := Load(path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func TestOverridesDeleteAndReset(t *testing.T) {
 func TestOverridesFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "var", "lib", "memcgd")
 	path := filepath.Join(dir, "overrides.json")
-	o, err := LoadOverrides(path)
+	o, err := Load(path, nil)
 	if err != nil {
 		t.Fatalf("missing file: %v, want no overrides", err)
 	}
@@ -257,7 +257,7 @@ func TestOverridesFile(t *testing.T) {
 
 func TestOverridesPersistFailureKeepsState(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "overrides.json")
-	o, err := LoadOverrides(path)
+	o, err := Load(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,9 +307,9 @@ func TestLoadOverridesCorrupt(t *testing.T) {
 		file   string
 		errHas []string // beside the file name
 	}{
-		{"truncated", "{\n  \"version\": 1,\n  \"cgroups\": {\n    \"/a\": {", []string{"line 4, column 12", "unexpected EOF"}},
+		{"truncated", "{\n  \"version\": 1,\n  \"cgroups\": {\n    \"/a\": {", []string{"line 4, column 12", "unexpected end of JSON input"}},
 		{"syntax", "{\"version\": 1,,}", []string{"line 1, column 15", "invalid character ','"}},
-		{"not an object", "[]", []string{"line 1, column 1", `want an object, got "["`}},
+		{"not an object", "[]", []string{"line 1, column 1", "want an object, got a list"}},
 		{"unknown key", "{\"version\": 1, \"knobs\": {}}", []string{"line 1, column 16", `unknown key "knobs"`}},
 		{"no version", "{\"cgroups\": {}}", []string{"version: missing"}},
 		{"future version", "{\"version\": 2}", []string{"line 1, column 13", "version: invalid value 2: allowed 1"}},
@@ -334,14 +334,14 @@ func TestLoadOverridesCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := LoadOverrides(path)
+			_, err := Load(path, nil)
 			checkErr(t, err, append([]string{path}, tt.errHas...))
 		})
 	}
 }
 
 func TestOverridesConcurrent(t *testing.T) {
-	o, err := LoadOverrides(filepath.Join(t.TempDir(), "overrides.json"))
+	o, err := Load(filepath.Join(t.TempDir(), "overrides.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestOverridesConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	again, err := LoadOverrides(o.Path())
+	again, err := Load(o.Path(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,28 +369,6 @@ func TestOverridesConcurrent(t *testing.T) {
 		if got := again.Get(cg)["dirty_ratio"]; got != "10" {
 			t.Errorf("%s dirty_ratio = %q on disk, want the last write 10", cg, got)
 		}
-	}
-}
-
-func TestNewSettings(t *testing.T) {
-	e := memcg.Effective{
-		Knobs:      memcg.Knobs{DirtyBytes: 16 << 20, DirtyBackgroundRatio: 5, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true},
-		Dirty:      memcg.DirtyLimits{Background: 1 << 20, Limit: 16 << 20},
-		Watermarks: memcg.Watermarks{Min: 1, Low: 2, High: 3},
-	}
-	s := NewSettings("/a", e, map[string]string{"dirty_bytes": "16777216"})
-	want := map[string]string{
-		"dirty_ratio": "0", "dirty_bytes": "16777216", "dirty_background_ratio": "5",
-		"dirty_background_bytes": "0", "min_free_kbytes": "auto", "writeback_first": "true",
-	}
-	if !maps.Equal(s.Knobs, want) {
-		t.Errorf("Knobs = %v, want every knob %v", s.Knobs, want)
-	}
-	if s.Cgroup != "/a" || s.Dirty != e.Dirty || s.Watermarks != e.Watermarks || s.Overrides["dirty_bytes"] != "16777216" {
-		t.Errorf("NewSettings = %+v", s)
-	}
-	if none := NewSettings("/b", e, nil); none.Overrides == nil {
-		t.Error("NewSettings with no overrides: Overrides is nil, want empty")
 	}
 }
 

@@ -1,4 +1,4 @@
-package agent
+package state
 
 import (
 	"slices"
@@ -43,6 +43,10 @@ type Status struct {
 	Effective memcg.Effective
 	// Counters are the daemon's own.
 	Counters Counters
+	// Managed says whether the config manages the cgroup (under
+	// manage.under and, with limited_only, limited); the daemon watches
+	// every cgroup of its subtree but acts on, and exports, managed ones.
+	Managed bool
 	// Active says whether the cgroup is being worked on now (over a
 	// threshold, reclaiming or throttled) rather than waiting for an event.
 	Active bool
@@ -54,15 +58,11 @@ type Status struct {
 // counters.
 func (s Status) Fields() []memcg.Field {
 	c := s.Counters
-	own := map[string]memcg.Field{
-		"kswapd_steal": {Name: "kswapd_steal", Value: c.ReclaimedBytes / memcg.PageSize, Known: true},
-	}
-	var out []memcg.Field
-	for _, f := range memcg.Report(s.Stat, s.Effective) {
-		if o, ok := own[f.Name]; ok {
-			f = o
+	out := memcg.Report(s.Stat, s.Effective)
+	for i := range out {
+		if out[i].Name == "kswapd_steal" {
+			out[i] = memcg.Field{Name: "kswapd_steal", Value: c.ReclaimedBytes / memcg.PageSize, Known: true}
 		}
-		out = append(out, f)
 	}
 	return append(out,
 		memcg.Field{Name: "pgoutrun", Value: c.ReclaimRuns, Known: true},
@@ -76,7 +76,7 @@ func (s Status) Fields() []memcg.Field {
 	)
 }
 
-// sortStatus orders statuses by cgroup path, parents first.
-func sortStatus(s []Status) {
+// Sort orders statuses by cgroup path, parents first.
+func Sort(s []Status) {
 	slices.SortFunc(s, func(a, b Status) int { return strings.Compare(string(a.Cgroup), string(b.Cgroup)) })
 }

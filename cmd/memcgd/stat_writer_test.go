@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// The streamed JSON is byte for byte what encoding the whole list with
+// json.Encoder and a two-space indent gives, as `memcgd stat --json`
+// printed before it streamed.
+func TestReportWriterJSONMatchesTheWholeList(t *testing.T) {
+	type entry struct {
+		Cgroup host.Cgroup        `json:"cgroup"`
+		Stats  map[string]*uint64 `json:"stats"`
+	}
+	for _, n := range []int{0, 1, 3} {
+		var reports []report
+		want := []entry{}
+		for i := range n {
+			v := uint64(i) << 20
+			r := report{Cgroup: host.Cgroup(fmt.Sprintf("/c%d", i)), Fields: []memcg.Field{
+				{Name: "usage", Value: v, Known: true}, {Name: "pgpgin", Known: false}, {Name: "limit", Value: memcg.NoLimit, Known: true},
+			}}
+			reports = append(reports, r)
+			lim := memcg.NoLimit
+			want = append(want, entry{Cgroup: r.Cgroup, Stats: map[string]*uint64{"usage": &v, "pgpgin": nil, "limit": &lim}})
+		}
+		var whole bytes.Buffer
+		enc := json.NewEncoder(&whole)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(want); err != nil {
+			t.Fatal(err)
+		}
+		var streamed bytes.Buffer
+		w := newReportWriter(&streamed, true)
+		for _, r := range reports {
+			if err := w.write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.close(); err != nil {
+			t.Fatal(err)
+		}
+		if streamed.String() != whole.String() {
+			t.Errorf("%d reports: streamed\n%s\nwant\n%s", n, streamed.String(), whole.String())
+		}
+	}
+}

@@ -542,3 +542,28 @@ func TestCgroupIDRoundTrip(t *testing.T) {
 		t.Errorf("CgroupDir(%s, %d) = %s, want %s", l.Memory.Mount, id, dir, c.Dir)
 	}
 }
+
+func TestRmdirEventUnwatches(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	if !tr.CgroupEvents() {
+		t.Fatal("cgroup mkdir/rmdir programs did not attach")
+	}
+	var id uint64
+	// Cleanups run last-registered first: this one runs after cgrouptest
+	// has removed the cgroup.
+	t.Cleanup(func() {
+		awaitEvent(t, tr, dirtytrack.Rmdir, id, 5*time.Second)
+		if _, err := tr.Dirtied(id); !errors.Is(err, dirtytrack.ErrNotWatched) {
+			t.Errorf("Dirtied of a removed cgroup: err %v, want ErrNotWatched", err)
+		}
+		if n := tr.Watched(); n != 0 {
+			t.Errorf("%d cgroups watched after the only one was removed", n)
+		}
+	})
+	c := cgrouptest.New(t, l, 0)
+	id = cgroupID(t, c)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+}

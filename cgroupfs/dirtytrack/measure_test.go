@@ -1,0 +1,151 @@
+package dirtytrack_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+)
+
+var (
+	measure      = flag.Bool("measure", false, "run TestMeasureOverhead: the tracker's cost to a 4 KiB writer, printed as a table")
+	measurePairs = flag.Int("measure.pairs", 5, "tracker off/on pairs for -measure")
+	measureMiB   = flag.Int("measure.mib", 1024, "MiB each writer run writes for -measure")
+)
+
+// TestMeasureOverhead measures what the tracker adds to a writer's system
+// time: a process in a test cgroup writes -measure.mib MiB in 4 KiB writes
+// to a new file (which stays in the page cache: the cgroup's limit is
+// above it and the file is deleted, dirty, after each run), alternately
+// with the tracker off and on, after one discarded warm-up run. With the
+// tracker on, the cgroup is watched with a wake-up re-armed every 4 MiB, as
+// the daemon would. It prints each pair, the medians, the per-folio cost,
+// the wake-up latency, the load time and the maps' memory. Run it alone:
+//
+//	go test ./cgroupfs/dirtytrack -run TestMeasureOverhead -measure -v
+func TestMeasureOverhead(t *testing.T) {
+	if !*measure {
+		t.Skip("measurement; run with -measure")
+	}
+	l := cgrouptest.Layout(t)
+	dir := diskDir(t)
+	size := int64(*measureMiB) * mib
+	c := cgrouptest.New(t, l, uint64(size)+512*mib)
+	id := cgroupID(t, c)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type run struct {
+		sys, wall time.Duration
+		wakes           int
+	}
+	write := func(on bool) (run, *dirtytrack.Tracker) {
+		var tr *dirtytrack.Tracker
+		stop := make(chan struct{})
+		wakes := make(chan int, 1)
+		if on {
+			tr = load(t)
+			if err := tr.Watch(id, 4*mib); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				n := 0
+				defer func() { wakes <- n }()
+				for {
+					select {
+					case ev := <-tr.Events():
+						if ev.Kind == dirtytrack.Wake && ev.ID == id {
+							n++
+							if err := tr.Watch(id, ev.Dirtied+4*mib); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					case <-stop:
+						return
+					}
+				}
+			}()
+		}
+		data := filepath.Join(dir, "data")
+		start := time.Now()
+		w := c.Start(t, self, "-test.run=^TestHelperWriter$", "--", data, strconv.FormatInt(size/(4*kib), 10), filepath.Join(dir, "stamps"))
+		if err := w.Wait(); err != nil {
+			t.Fatalf("writer: %v (stderr %q)", err, w.Stderr)
+		}
+		r := run{wall: time.Since(start), sys: w.ProcessState.SystemTime()}
+		if on {
+			close(stop)
+			r.wakes = <-wakes
+		}
+		// Deleting the file drops its dirty pages without writing them.
+		if err := os.Remove(data); err != nil {
+			t.Fatal(err)
+		}
+		return r, tr
+	}
+
+	write(false) // warm-up
+	var off, on []time.Duration
+	var rows []string
+	var loads []time.Duration
+	var mapBytes uint64
+	for i := range *measurePairs {
+		a, _ := write(false)
+		b, tr := write(true)
+		loads = append(loads, tr.LoadTime())
+		if mb, err := tr.MapBytes(); err == nil {
+			mapBytes = mb
+		} else {
+			t.Fatal(err)
+		}
+		st, err := tr.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Close()
+		off, on = append(off, a.sys), append(on, b.sys)
+		rows = append(rows, fmt.Sprintf("| %d | %.3f s | %.3f s | %+.1f %% | %.0f MB/s | %.0f MB/s | %d | %d |", i+1,
+			a.sys.Seconds(), b.sys.Seconds(), 100*(b.sys.Seconds()/a.sys.Seconds()-1),
+			float64(size)/a.wall.Seconds()/1e6, float64(size)/b.wall.Seconds()/1e6, b.wakes, st.Dropped))
+	}
+	mOff, mOn := median(off), median(on)
+	var diffs []time.Duration
+	for i := range off {
+		diffs = append(diffs, on[i]-off[i])
+	}
+	folios := size / (4 * kib)
+	t.Logf("writer: %d MiB in 4 KiB writes, %d pairs, kernel %s", size/mib, *measurePairs, kernelRelease())
+	t.Logf("\n| pair | sys off | sys on | on vs off | MB/s off | MB/s on | wake-ups | dropped |\n|---|---|---|---|---|---|---|---|\n%s",
+		strings.Join(rows, "\n"))
+	t.Logf("median sys: off %.3f s, on %.3f s (%+.1f %%); median pair difference %v = %.0f ns per 4 KiB folio",
+		mOff.Seconds(), mOn.Seconds(), 100*(mOn.Seconds()/mOff.Seconds()-1), median(diffs), float64(median(diffs).Nanoseconds())/float64(folios))
+	t.Logf("load and attach: %s; maps: %.1f MiB (bpf_map_info memlock)", distribution(loads), float64(mapBytes)/mib)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -47,7 +47,7 @@ func TestMeasureOverhead(t *testing.T) {
 
 	type run struct {
 		sys, wall time.Duration
-		wakes           int
+		wakes     int
 	}
 	write := func(on bool) (run, *dirtytrack.Tracker) {
 		var tr *dirtytrack.Tracker

@@ -93,6 +93,49 @@ func dirtyWB(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {
 	return stat(t, c, "file_dirty") + stat(t, c, "file_writeback")
 }
 
+// agree runs write, which dirties fresh pages charged to c, and returns the
+// tracker's count for id over it and the growth of c's memory.stat
+// dirty+writeback, once they agree within slack or after 3 tries.
+//
+// Two things make memory.stat disagree for a while without a fault of the
+// tracker, and are waited out or retried: memory.stat lags the page
+// counters, since a reader skips the flush of the per-CPU stats while
+// another flush runs (6.1: mm/memcontrol.c, __mem_cgroup_flush_stats,
+// spin_trylock; the periodic flush runs every 2 s); and on a shared machine
+// another process's sync(2) or flush cleans pages during the write, which
+// lowers the growth.
+func agree(t *testing.T, l cgroupfs.Layout, tr *dirtytrack.Tracker, c *cgrouptest.Cgroup, id uint64, write func(try int)) (got uint64, grew int64) {
+	t.Helper()
+	for try := range 3 {
+		before := dirtyWB(t, l, c)
+		counted, err := tr.Dirtied(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(try)
+		now, err := tr.Dirtied(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = now - counted
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			grew = int64(dirtyWB(t, l, c)) - int64(before)
+			if agrees(got, grew) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if agrees(got, grew) {
+			break
+		}
+		t.Logf("try %d: tracker counted %d bytes, memory.stat dirty+writeback grew %d: retrying", try+1, got, grew)
+	}
+	return got, grew
+}
+
+func agrees(got uint64, grew int64) bool { return grew >= 0 && within(got, uint64(grew), slack(got)) }
+
 func cgroupID(t *testing.T, c *cgrouptest.Cgroup) uint64 {
 	t.Helper()
 	id, err := dirtytrack.CgroupID(c.Dir)
@@ -132,22 +175,13 @@ func TestDirtiedAgreesWithMemoryStat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int64{16 * mib, 4 * mib, 24 * mib} {
-		before := dirtyWB(t, l, c)
-		counted, err := tr.Dirtied(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cgrouptest.DirtyFile(t, c, filepath.Join(dir, fmt.Sprintf("f%d", size)), size)
-		grew := dirtyWB(t, l, c) - before
-		now, err := tr.Dirtied(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := now - counted
+		got, grew := agree(t, l, tr, c, id, func(try int) {
+			cgrouptest.DirtyFile(t, c, filepath.Join(dir, fmt.Sprintf("f%d-%d", size, try)), size)
+		})
 		t.Logf("wrote %d MiB: tracker counted %d bytes, memory.stat dirty+writeback grew %d", size/mib, got, grew)
-		if !within(got, grew, slack(grew)) {
+		if !agrees(got, grew) {
 			t.Errorf("wrote %d bytes: tracker counted %d, memory.stat dirty+writeback grew %d: differ by more than %d",
-				size, got, grew, slack(grew))
+				size, got, grew, slack(got))
 		}
 		if got < uint64(size) {
 			t.Errorf("wrote %d new bytes: tracker counted only %d", size, got)
@@ -167,18 +201,17 @@ func TestHierarchicalCounting(t *testing.T) {
 	if err := tr.Watch(pid, 8*mib); err != nil {
 		t.Fatal(err)
 	}
-	before := dirtyWB(t, l, parent)
 	file := filepath.Join(dir, "child")
-	cgrouptest.DirtyFile(t, child, file, 16*mib)
-	cgrouptest.DirtyFile(t, sibling, filepath.Join(dir, "sibling"), 4*mib)
-	grew := dirtyWB(t, l, parent) - before
-	got, err := tr.Dirtied(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, grew := agree(t, l, tr, parent, pid, func(try int) {
+		if try > 0 {
+			file = filepath.Join(dir, fmt.Sprintf("child-%d", try))
+		}
+		cgrouptest.DirtyFile(t, child, file, 16*mib)
+		cgrouptest.DirtyFile(t, sibling, filepath.Join(dir, fmt.Sprintf("sibling-%d", try)), 4*mib)
+	})
 	t.Logf("children wrote 20 MiB: parent counted %d, parent's memory.stat dirty+writeback grew %d", got, grew)
-	if !within(got, grew, slack(grew)) || got < 20*mib {
-		t.Errorf("children wrote 20 MiB: parent counted %d, its memory.stat dirty+writeback grew %d (slack %d)", got, grew, slack(grew))
+	if !agrees(got, grew) || got < 20*mib {
+		t.Errorf("children wrote 20 MiB: parent counted %d, its memory.stat dirty+writeback grew %d (slack %d)", got, grew, slack(got))
 	}
 	if _, err := tr.Dirtied(cid); !errors.Is(err, dirtytrack.ErrNotWatched) {
 		t.Errorf("Dirtied of the unwatched child: err %v, want ErrNotWatched", err)
@@ -227,12 +260,13 @@ func awaitEvent(t *testing.T, tr *dirtytrack.Tracker, kind dirtytrack.Kind, id u
 	}
 }
 
-// wakeBound is the longest a wake-up may take from the folio that passed
-// the threshold to its receipt, on a loaded 2-core machine; the VM emulates
-// its CPU (TCG) and is slower.
+// wakeBound is the longest a wake-up may take, at p99, from the folio that
+// passed the threshold to its receipt, on a loaded 2-core machine. The test
+// VM emulates its CPUs (qemu TCG, no KVM): the writer and the receiver
+// share slow virtual CPUs, and its latencies say nothing about real ones.
 func wakeBound() time.Duration {
 	if os.Getenv("MEMCGD_VM") == "1" {
-		return 250 * time.Millisecond
+		return time.Second
 	}
 	return 50 * time.Millisecond
 }

@@ -41,14 +41,13 @@ type dirtytrackInodeVal struct {
 }
 
 type dirtytrackMemcgEntry struct {
-	_           structs.HostLayout
-	Gen         uint32
-	N           uint32
-	Slot        [16]uint32
-	LastIno     uint64
-	LastJiffies uint64
-	LastDev     uint32
-	Pad         uint32
+	_       structs.HostLayout
+	Gen     uint32
+	N       uint32
+	Slot    [16]uint32
+	LastIno uint64
+	LastDev uint32
+	Same    uint32
 }
 
 type dirtytrackWake struct {

@@ -3,6 +3,7 @@ package dirtytrack_test
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"golang.org/x/sys/unix"
 )
 
 var (
 	measure      = flag.Bool("measure", false, "run TestMeasureOverhead: the tracker's cost to a 4 KiB writer, printed as a table")
 	measurePairs = flag.Int("measure.pairs", 5, "tracker off/on pairs for -measure")
 	measureMiB   = flag.Int("measure.mib", 1024, "MiB each writer run writes for -measure")
+	measureRT    = flag.Bool("measure.runtime", false, "with -measure, enable BPF run-time statistics (BPF_ENABLE_STATS, reverted when its fd closes) during each tracker-on run, for the program's own time per folio")
 )
 
 // TestMeasureOverhead measures what the tracker adds to a writer's system
@@ -48,6 +52,8 @@ func TestMeasureOverhead(t *testing.T) {
 	type run struct {
 		sys, wall time.Duration
 		wakes     int
+		runs      uint64
+		runtime   time.Duration
 	}
 	write := func(on bool) (run, *dirtytrack.Tracker) {
 		var tr *dirtytrack.Tracker
@@ -77,6 +83,13 @@ func TestMeasureOverhead(t *testing.T) {
 				}
 			}()
 		}
+		var stats io.Closer
+		if on && *measureRT {
+			var err error
+			if stats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
+				t.Fatalf("enable BPF run-time statistics: %v", err)
+			}
+		}
 		data := filepath.Join(dir, "data")
 		start := time.Now()
 		w := c.Start(t, self, "-test.run=^TestHelperWriter$", "--", data, strconv.FormatInt(size/(4*kib), 10), filepath.Join(dir, "stamps"))
@@ -87,6 +100,14 @@ func TestMeasureOverhead(t *testing.T) {
 		if on {
 			close(stop)
 			r.wakes = <-wakes
+			runs, total, err := tr.FolioProgramStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.runs, r.runtime = runs, total
+		}
+		if stats != nil {
+			stats.Close()
 		}
 		// Deleting the file drops its dirty pages without writing them.
 		if err := os.Remove(data); err != nil {
@@ -100,6 +121,7 @@ func TestMeasureOverhead(t *testing.T) {
 	var rows []string
 	var loads []time.Duration
 	var mapBytes uint64
+	var perFolio []time.Duration
 	for i := range *measurePairs {
 		a, _ := write(false)
 		b, tr := write(true)
@@ -115,6 +137,9 @@ func TestMeasureOverhead(t *testing.T) {
 		}
 		tr.Close()
 		off, on = append(off, a.sys), append(on, b.sys)
+		if b.runs > 0 {
+			perFolio = append(perFolio, b.runtime/time.Duration(b.runs))
+		}
 		rows = append(rows, fmt.Sprintf("| %d | %.3f s | %.3f s | %+.1f %% | %.0f MB/s | %.0f MB/s | %d | %d |", i+1,
 			a.sys.Seconds(), b.sys.Seconds(), 100*(b.sys.Seconds()/a.sys.Seconds()-1),
 			float64(size)/a.wall.Seconds()/1e6, float64(size)/b.wall.Seconds()/1e6, b.wakes, st.Dropped))
@@ -130,6 +155,9 @@ func TestMeasureOverhead(t *testing.T) {
 		strings.Join(rows, "\n"))
 	t.Logf("median sys: off %.3f s, on %.3f s (%+.1f %%); median pair difference %v = %.0f ns per 4 KiB folio",
 		mOff.Seconds(), mOn.Seconds(), 100*(mOn.Seconds()/mOff.Seconds()-1), median(diffs), float64(median(diffs).Nanoseconds())/float64(folios))
+	if len(perFolio) > 0 {
+		t.Logf("program's own run time per dirtied folio (BPF run-time statistics): %s", distribution(perFolio))
+	}
 	t.Logf("load and attach: %s; maps: %.1f MiB (bpf_map_info memlock)", distribution(loads), float64(mapBytes)/mib)
 }
 

@@ -429,6 +429,19 @@ func (t *Tracker) MapBytes() (uint64, error) {
 	return sum, nil
 }
 
+// FolioProgramStats returns how often the folio program ran and its total
+// run time. The kernel counts only while BPF run-time statistics are
+// enabled (ebpf.EnableStats with BPF_STATS_RUN_TIME, or the
+// kernel.bpf_stats_enabled sysctl); docs/tracker.md uses it for the cost
+// per folio.
+func (t *Tracker) FolioProgramStats() (runs uint64, total time.Duration, err error) {
+	st, err := t.objs.DirtyFolio.Stats()
+	if err != nil {
+		return 0, 0, fmt.Errorf("dirtytrack: program stats: %w", err)
+	}
+	return st.RunCount, st.Runtime, nil
+}
+
 // Close detaches the programs, frees the maps and closes Events.
 func (t *Tracker) Close() error {
 	t.closeMu.Do(func() {

@@ -9,7 +9,8 @@
  * (mm/page-writeback.c) once per folio that goes clean -> dirty, with the
  * mapping's i_pages lock held and interrupts off: it may only count and
  * record. Per folio it costs one LRU-hash lookup (the memcg's cached list of
- * watched ancestors), three probe reads (memcg -> cgroup -> kernfs id), and
+ * watched ancestors), the loads from memcg to cgroup id (plain loads when
+ * the writer dirties its own memcg's pages, else three probe reads), and
  * two array lookups and an atomic add per watched ancestor. The ancestor
  * walk, which needs a probe read per level, runs only when a memcg is first
  * seen or after the set of watched cgroups changed (config.gen).
@@ -37,12 +38,11 @@ char LICENSE[] SEC("license") = "GPL";
  * 15 nearest ancestors. Watched cgroups further up miss folios of memcgs
  * that deep, which STAT_OVERFLOW counts (at each walk). */
 #define MAX_WATCHED_ANC 16
-/* MAX_LEVEL bounds the ancestor walk; the kernel's default
- * cgroup.max.depth is unlimited, but real hierarchies are a few levels. */
-#define MAX_LEVEL 32
-/* INODE_REFRESH_JIFFIES: a memcg that keeps dirtying the same inode
- * re-records it this often, so the LRU keeps a streaming file. */
-#define INODE_REFRESH_JIFFIES 250
+/* INODE_REFRESH_FOLIOS: a memcg that keeps dirtying the same inode
+ * re-records it every this many folios, so that the LRU keeps a streaming
+ * file and its time stays recent. Counting folios rather than reading the
+ * clock keeps a helper call off the hot path. */
+#define INODE_REFRESH_FOLIOS 512
 #define PATH_LEN 256
 
 enum event_type {
@@ -91,9 +91,8 @@ struct memcg_entry {
 	u32 n;                     /* entries of slot in use: level + 1, at most MAX_WATCHED_ANC */
 	u32 slot[MAX_WATCHED_ANC]; /* [k]: 1 + slot of the k-th ancestor (0: itself), 0 if unwatched */
 	u64 last_ino;
-	u64 last_jiffies;
 	u32 last_dev;
-	u32 pad;
+	u32 same; /* folios of last_ino since it was recorded */
 };
 
 struct inode_key {
@@ -198,15 +197,15 @@ static __always_inline struct cgroup *ancestor(struct cgroup *cgrp, int i)
 	return a;
 }
 
-/* refresh walks the ancestors of the cgroup at cgrp_addr, nearest first,
- * and caches under id, for the k-th (0: the cgroup itself), 1 + the slot
- * of it if watched, else 0. Slots sit at their distance rather than packed,
- * so the verifier sees a constant offset per iteration and the walk stays
- * linear to verify. A global function, verified once; the cgroup is passed
- * as an address and read with probe reads. */
-__noinline int refresh(u64 cgrp_addr, u64 id, u32 gen)
+/* refresh walks the ancestors of the memcg at memcg_addr's cgroup, nearest
+ * first, and caches under id, for the k-th (0: the cgroup itself), 1 + the
+ * slot of it if watched, else 0. Slots sit at their distance rather than
+ * packed, so the verifier sees a constant offset per iteration and the walk
+ * stays linear to verify. A global function, verified once; the memcg is
+ * passed as an address and read with probe reads. */
+__noinline int refresh(u64 memcg_addr, u64 id, u32 gen)
 {
-	struct cgroup *cgrp = (struct cgroup *)cgrp_addr;
+	struct cgroup *cgrp = BPF_CORE_READ((struct mem_cgroup *)memcg_addr, css.cgroup);
 	struct memcg_entry e = {.gen = gen};
 	int level = BPF_CORE_READ(cgrp, level);
 
@@ -349,10 +348,22 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 		stat_inc(STAT_NO_MEMCG);
 		return 0;
 	}
-	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
-	if (!cgrp)
-		return 0;
-	u64 id = cgroup_id(cgrp);
+	/* Usually the writer dirties its own memcg's pages: then its css
+	 * pointer equals the folio's memcg, and the cgroup id is reached
+	 * through trusted pointers with plain loads. Otherwise (a file whose
+	 * pages another cgroup owns, a kernel thread) three probe reads. */
+	u64 id;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct cgroup_subsys_state *css =
+		task->cgroups->subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)];
+	if ((unsigned long)css == (unsigned long)memcg + bpf_core_field_offset(struct mem_cgroup, css)) {
+		id = css->cgroup->kn->id;
+	} else {
+		struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+		if (!cgrp)
+			return 0;
+		id = cgroup_id(cgrp);
+	}
 
 	u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -361,7 +372,7 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 	u32 gen = cfg->gen;
 	struct memcg_entry *e = bpf_map_lookup_elem(&memcgs, &id);
 	if (!e || e->gen != gen) {
-		refresh((u64)cgrp, id, gen);
+		refresh((u64)memcg, id, gen);
 		e = bpf_map_lookup_elem(&memcgs, &id);
 		if (!e)
 			return 0;
@@ -371,11 +382,11 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 	if ((mode & S_IFMT) == S_IFREG) {
 		u64 ino = host->i_ino;
 		u32 dev = sb->s_dev;
-		u64 now = bpf_jiffies64();
-		if (e->last_ino != ino || e->last_dev != dev || now - e->last_jiffies > INODE_REFRESH_JIFFIES) {
+		if (e->last_ino != ino || e->last_dev != dev || ++e->same >= INODE_REFRESH_FOLIOS) {
+			u64 now = bpf_jiffies64();
 			e->last_ino = ino;
 			e->last_dev = dev;
-			e->last_jiffies = now;
+			e->same = 0;
 			a.ino = ino;
 			a.dev = dev;
 			a.now = now;
@@ -419,7 +430,7 @@ static __always_inline int cgroup_event(u32 type, struct cgroup *cgrp, const cha
 	ev->level = level;
 	ev->id = cgroup_id(cgrp);
 	ev->parent = 0;
-	if (level > 0 && level <= MAX_LEVEL) {
+	if (level > 0) {
 		struct cgroup *p = ancestor(cgrp, level - 1);
 		if (p)
 			ev->parent = cgroup_id(p);

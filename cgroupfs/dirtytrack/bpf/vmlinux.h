@@ -141,6 +141,17 @@ struct obj_cgroup {
 	struct mem_cgroup *memcg;
 };
 
+/* include/linux/cgroup-defs.h, include/linux/sched.h. The array's length
+ * (CGROUP_SUBSYS_COUNT) varies by kernel config; only index
+ * memory_cgrp_id is read. */
+struct css_set {
+	struct cgroup_subsys_state *subsys[14];
+};
+
+struct task_struct {
+	struct css_set *cgroups;
+};
+
 #pragma clang attribute pop
 
 #endif /* MEMCGD_VMLINUX_H */

@@ -601,3 +601,52 @@ func TestRmdirEventUnwatches(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCountsOwnerNotWriter: a folio counts for the cgroup charged for it,
+// as memory.stat does, not for the task that dirties it (the program's
+// probe-read path, since the writer's memcg differs).
+func TestCountsOwnerNotWriter(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	dir := diskDir(t)
+	owner := cgrouptest.New(t, l, 512*mib)
+	writer := cgrouptest.New(t, l, 512*mib)
+	oid, wid := cgroupID(t, owner), cgroupID(t, writer)
+	for _, id := range []uint64{oid, wid} {
+		if err := tr.Watch(id, dirtytrack.Never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "shared")
+	cgrouptest.DirtyFile(t, owner, file, 8*mib)
+	// Clean the pages; they stay cached and charged to owner.
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ownerBefore := dirtied(t, tr, oid)
+	writerBefore := dirtied(t, tr, wid)
+	cgrouptest.DirtyFile(t, writer, file, 8*mib) // overwrites in place
+	ownerAfter := dirtied(t, tr, oid)
+	writerAfter := dirtied(t, tr, wid)
+	t.Logf("writer rewrote 8 MiB of the owner's cached file: owner counted %d, writer %d", ownerAfter-ownerBefore, writerAfter-writerBefore)
+	if got := ownerAfter - ownerBefore; !within(got, 8*mib, slack(8*mib)) {
+		t.Errorf("owner counted %d bytes for the rewrite of its 8 MiB, want about %d", got, 8*mib)
+	}
+	if got := writerAfter - writerBefore; got > slack(0) {
+		t.Errorf("writer counted %d bytes for rewriting another cgroup's pages, want about 0", got)
+	}
+}
+
+func dirtied(t *testing.T, tr *dirtytrack.Tracker, id uint64) uint64 {
+	t.Helper()
+	n, err := tr.Dirtied(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

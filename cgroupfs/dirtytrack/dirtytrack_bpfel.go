@@ -68,6 +68,7 @@ const (
 	dirtytrackMapMemcgs       = "memcgs"
 	dirtytrackMapStats        = "stats"
 	dirtytrackMapWakes        = "wakes"
+	dirtytrackMapWakeups      = "wakeups"
 	dirtytrackMapWatched      = "watched"
 	dirtytrackProgCgroupMkdir = "cgroup_mkdir"
 	dirtytrackProgCgroupRmdir = "cgroup_rmdir"
@@ -132,6 +133,7 @@ type dirtytrackMapSpecs struct {
 	Memcgs  *ebpf.MapSpec `ebpf:"memcgs"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
 	Wakes   *ebpf.MapSpec `ebpf:"wakes"`
+	Wakeups *ebpf.MapSpec `ebpf:"wakeups"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
 }
 
@@ -168,6 +170,7 @@ type dirtytrackMaps struct {
 	Memcgs  *ebpf.Map `ebpf:"memcgs"`
 	Stats   *ebpf.Map `ebpf:"stats"`
 	Wakes   *ebpf.Map `ebpf:"wakes"`
+	Wakeups *ebpf.Map `ebpf:"wakeups"`
 	Watched *ebpf.Map `ebpf:"watched"`
 }
 
@@ -180,6 +183,7 @@ func (m *dirtytrackMaps) Close() error {
 		m.Memcgs,
 		m.Stats,
 		m.Wakes,
+		m.Wakeups,
 		m.Watched,
 	)
 }

@@ -95,18 +95,20 @@ func decodeEvent(b []byte) (Event, error) {
 	return ev, nil
 }
 
-// Events delivers wake-ups and cgroup creations and removals, in the order
-// the kernel sent them. It is closed by Close. A consumer that falls behind
-// by EventBuffer events stalls the reader; the kernel then drops events
-// (Stats.Dropped) rather than block.
+// Events delivers wake-ups and cgroup creations and removals. Wake-ups
+// come in the order the kernel sent them, and so do cgroup events; the two
+// kinds travel in separate rings and may interleave out of order. It is
+// closed by Close. A consumer that falls behind by EventBuffer events
+// stalls the readers: the kernel then retries wake-ups (Stats.WakeRetries)
+// and drops cgroup events (Stats.Dropped) rather than block.
 func (t *Tracker) Events() <-chan Event { return t.out }
 
-// readEvents moves records from the ring buffer to Events.
-func (t *Tracker) readEvents() {
+// readEvents moves records from a ring buffer to Events.
+func (t *Tracker) readEvents(ring *ringbuf.Reader) {
 	defer t.wg.Done()
 	var rec ringbuf.Record
 	for {
-		if err := t.ring.ReadInto(&rec); err != nil {
+		if err := ring.ReadInto(&rec); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) {
 				return
 			}

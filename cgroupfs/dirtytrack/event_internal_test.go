@@ -93,6 +93,7 @@ func TestOptionsDefaultsAndErrors(t *testing.T) {
 		{"zero value", Options{}, ""},
 		{"ring not a power of two", Options{RingBytes: 3 << 12}, "RingBytes 12288: want a power of two"},
 		{"ring below a page", Options{RingBytes: 1024}, "RingBytes 1024"},
+		{"wake ring not a power of two", Options{WakeRingBytes: 5 << 12}, "WakeRingBytes 20480: want a power of two"},
 		{"negative event buffer", Options{EventBuffer: -1}, "EventBuffer -1"},
 	}
 	for _, tt := range tests {
@@ -107,7 +108,7 @@ func TestOptionsDefaultsAndErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.MaxWatched == 0 || got.MaxMemcgs == 0 || got.MaxInodes == 0 || got.RingBytes == 0 || got.EventBuffer == 0 || got.Logger == nil {
+			if got.MaxWatched == 0 || got.MaxMemcgs == 0 || got.MaxInodes == 0 || got.RingBytes == 0 || got.WakeRingBytes == 0 || got.EventBuffer == 0 || got.Logger == nil {
 				t.Errorf("withDefaults left a zero: %+v", got)
 			}
 		})

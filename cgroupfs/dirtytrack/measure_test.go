@@ -28,8 +28,8 @@ var (
 // TestMeasureOverhead measures what the tracker adds to a writer's system
 // time: a process in a test cgroup writes -measure.mib MiB in 4 KiB writes
 // to a new file (which stays in the page cache: the cgroup's limit is
-// above it and the file is deleted, dirty, after each run), alternately
-// with the tracker off and on, after one discarded warm-up run. With the
+// above it and the file is deleted, dirty, after each run), with the
+// tracker off and on in ABBA order, after one discarded warm-up run. With the
 // tracker on, the cgroup is watched with a wake-up re-armed every 4 MiB, as
 // the daemon would. It prints each pair, the medians, the per-folio cost,
 // the wake-up latency, the load time and the maps' memory. Run it alone:
@@ -54,8 +54,13 @@ func TestMeasureOverhead(t *testing.T) {
 		wakes     int
 		runs      uint64
 		runtime   time.Duration
+		load      time.Duration
+		mapBytes  uint64
+		dropped   uint64
 	}
-	write := func(on bool) (run, *dirtytrack.Tracker) {
+	// write runs the writer once; with on, under a tracker loaded for
+	// this run and closed before it returns.
+	write := func(on bool) run {
 		var tr *dirtytrack.Tracker
 		stop := make(chan struct{})
 		wakes := make(chan int, 1)
@@ -105,6 +110,15 @@ func TestMeasureOverhead(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.runs, r.runtime = runs, total
+			st, err := tr.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.mapBytes, err = tr.MapBytes(); err != nil {
+				t.Fatal(err)
+			}
+			r.dropped, r.load = st.Dropped, tr.LoadTime()
+			tr.Close()
 		}
 		if stats != nil {
 			stats.Close()
@@ -113,7 +127,7 @@ func TestMeasureOverhead(t *testing.T) {
 		if err := os.Remove(data); err != nil {
 			t.Fatal(err)
 		}
-		return r, tr
+		return r
 	}
 
 	write(false) // warm-up
@@ -123,26 +137,29 @@ func TestMeasureOverhead(t *testing.T) {
 	var mapBytes uint64
 	var perFolio []time.Duration
 	for i := range *measurePairs {
-		a, _ := write(false)
-		b, tr := write(true)
-		loads = append(loads, tr.LoadTime())
-		if mb, err := tr.MapBytes(); err == nil {
-			mapBytes = mb
+		// ABBA order, each run after a pause: the run after a load or
+		// after deleting a dirty file does not always come second.
+		var a, b run
+		if i%2 == 0 {
+			time.Sleep(settlePause)
+			a = write(false)
+			time.Sleep(settlePause)
+			b = write(true)
 		} else {
-			t.Fatal(err)
+			time.Sleep(settlePause)
+			b = write(true)
+			time.Sleep(settlePause)
+			a = write(false)
 		}
-		st, err := tr.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.Close()
+		loads = append(loads, b.load)
+		mapBytes = b.mapBytes
 		off, on = append(off, a.sys), append(on, b.sys)
 		if b.runs > 0 {
 			perFolio = append(perFolio, b.runtime/time.Duration(b.runs))
 		}
 		rows = append(rows, fmt.Sprintf("| %d | %.3f s | %.3f s | %+.1f %% | %.0f MB/s | %.0f MB/s | %d | %d |", i+1,
 			a.sys.Seconds(), b.sys.Seconds(), 100*(b.sys.Seconds()/a.sys.Seconds()-1),
-			float64(size)/a.wall.Seconds()/1e6, float64(size)/b.wall.Seconds()/1e6, b.wakes, st.Dropped))
+			float64(size)/a.wall.Seconds()/1e6, float64(size)/b.wall.Seconds()/1e6, b.wakes, b.dropped))
 	}
 	mOff, mOn := median(off), median(on)
 	var diffs []time.Duration
@@ -160,6 +177,10 @@ func TestMeasureOverhead(t *testing.T) {
 	}
 	t.Logf("load and attach: %s; maps: %.1f MiB (bpf_map_info memlock)", distribution(loads), float64(mapBytes)/mib)
 }
+
+// settlePause separates measured runs, so the truncation of the previous
+// run's file and a tracker's load are over before the next writer starts.
+const settlePause = time.Second
 
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)

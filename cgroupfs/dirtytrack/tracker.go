@@ -60,9 +60,13 @@ type Options struct {
 	// MaxInodes bounds the (cgroup, inode) records, an LRU: the oldest are
 	// forgotten when it is full (default 65536).
 	MaxInodes uint32
-	// RingBytes is the ring buffer's size, a power of two multiple of the
-	// page size (default 256 KiB).
-	RingBytes uint32
+	// RingBytes is the size of the ring buffer of cgroup mkdir/rmdir
+	// events, and WakeRingBytes of the one of wake-ups: powers of two of at
+	// least the page size (defaults 256 KiB, 64 KiB). A wake-up that finds
+	// its ring full is retried at the cgroup's next dirtied folio; a
+	// cgroup event is lost (Stats.Dropped).
+	RingBytes     uint32
+	WakeRingBytes uint32
 	// EventBuffer is the capacity of the Events channel (default 4096).
 	EventBuffer int
 	// Logger receives the tracker's own messages (default slog.Default).
@@ -82,6 +86,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RingBytes == 0 {
 		o.RingBytes = 256 << 10
 	}
+	if o.WakeRingBytes == 0 {
+		o.WakeRingBytes = 64 << 10
+	}
 	if o.EventBuffer == 0 {
 		o.EventBuffer = 4096
 	}
@@ -89,8 +96,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.Default()
 	}
 	page := uint32(os.Getpagesize())
-	if o.RingBytes < page || o.RingBytes&(o.RingBytes-1) != 0 {
-		return o, fmt.Errorf("dirtytrack options: RingBytes %d: want a power of two of at least the page size %d", o.RingBytes, page)
+	for _, r := range []struct {
+		name string
+		v    uint32
+	}{{"RingBytes", o.RingBytes}, {"WakeRingBytes", o.WakeRingBytes}} {
+		if r.v < page || r.v&(r.v-1) != 0 {
+			return o, fmt.Errorf("dirtytrack options: %s %d: want a power of two of at least the page size %d", r.name, r.v, page)
+		}
 	}
 	if o.EventBuffer < 0 {
 		return o, fmt.Errorf("dirtytrack options: EventBuffer %d: want 0 (default) or more", o.EventBuffer)
@@ -118,7 +130,7 @@ type Tracker struct {
 	opts  Options
 	objs  objects
 	links []link.Link
-	ring  *ringbuf.Reader
+	rings []*ringbuf.Reader // wake-ups, cgroup events
 	out   chan Event
 	done  chan struct{}
 	wg    sync.WaitGroup
@@ -160,6 +172,7 @@ func Load(opts Options) (*Tracker, error) {
 	spec.Maps["memcgs"].MaxEntries = opts.MaxMemcgs
 	spec.Maps["inodes"].MaxEntries = opts.MaxInodes
 	spec.Maps["events"].MaxEntries = opts.RingBytes
+	spec.Maps["wakeups"].MaxEntries = opts.WakeRingBytes
 
 	t := &Tracker{
 		opts:   opts,
@@ -200,13 +213,18 @@ func Load(opts Options) (*Tracker, error) {
 		t.cgroupEvents = true
 	}
 
-	t.ring, err = ringbuf.NewReader(t.objs.Events)
-	if err != nil {
-		return fail("open the ring buffer", err)
+	for _, m := range []*ebpf.Map{t.objs.Wakeups, t.objs.Events} {
+		r, err := ringbuf.NewReader(m)
+		if err != nil {
+			return fail("open a ring buffer", err)
+		}
+		t.rings = append(t.rings, r)
 	}
 	t.loadTime = time.Since(start)
-	t.wg.Add(1)
-	go t.readEvents()
+	for _, r := range t.rings {
+		t.wg.Add(1)
+		go t.readEvents(r)
+	}
 	return t, nil
 }
 
@@ -390,7 +408,10 @@ type Stats struct {
 	// Overflows counts memcgs with more watched ancestors than the
 	// program follows (16).
 	Overflows uint64
-	// Dropped counts events lost to a full ring buffer.
+	// WakeRetries counts wake-ups that found their ring full and were
+	// retried at a later folio.
+	WakeRetries uint64
+	// Dropped counts cgroup events lost to a full ring buffer.
 	Dropped uint64
 	// NoMemcg counts dirtied folios charged to no memcg.
 	NoMemcg uint64
@@ -398,7 +419,7 @@ type Stats struct {
 
 // Stats reads the program's counters.
 func (t *Tracker) Stats() (Stats, error) {
-	var out [4]uint64
+	var out [5]uint64
 	for i := range out {
 		var per []uint64
 		if err := t.objs.Stats.Lookup(uint32(i), &per); err != nil {
@@ -408,14 +429,14 @@ func (t *Tracker) Stats() (Stats, error) {
 			out[i] += v
 		}
 	}
-	return Stats{Walks: out[0], Overflows: out[1], Dropped: out[2], NoMemcg: out[3]}, nil
+	return Stats{Walks: out[0], Overflows: out[1], WakeRetries: out[2], Dropped: out[3], NoMemcg: out[4]}, nil
 }
 
 // MapBytes returns the memory the kernel reports for the tracker's maps
 // (bpf_map_info's memlock), charged to the loading process's memcg.
 func (t *Tracker) MapBytes() (uint64, error) {
 	var sum uint64
-	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Stats, t.objs.Events} {
+	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Stats, t.objs.Wakeups, t.objs.Events} {
 		info, err := m.Info()
 		if err != nil {
 			return 0, fmt.Errorf("dirtytrack: map info: %w", err)
@@ -449,8 +470,8 @@ func (t *Tracker) Close() error {
 		t.closed = true
 		t.mu.Unlock()
 		close(t.done)
-		if t.ring != nil {
-			t.ring.Close()
+		for _, r := range t.rings {
+			r.Close()
 		}
 		t.wg.Wait()
 		close(t.out)

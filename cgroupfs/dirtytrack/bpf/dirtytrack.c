@@ -111,7 +111,8 @@ struct inode_val {
 enum stat_index {
 	STAT_MISS,      /* ancestor walks */
 	STAT_OVERFLOW,  /* walks of memcgs deeper than MAX_WATCHED_ANC - 1 */
-	STAT_DROPPED,   /* ring buffer full */
+	STAT_WAKE_FULL, /* wake-up ring full: retried at the next folio */
+	STAT_DROPPED,   /* cgroup events lost to a full ring */
 	STAT_NO_MEMCG,  /* dirtied folios not charged to a memcg */
 	STAT_NR,
 };
@@ -165,6 +166,13 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } stats SEC(".maps");
+
+/* Wake-ups and cgroup events have a ring each, so that a storm of mkdirs
+ * (a container runtime, a test suite) cannot delay or crowd out wake-ups. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} wakeups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -244,18 +252,25 @@ static __always_inline void record_inode(u64 cgroup, u64 ino, u32 dev, u32 gener
 	bpf_map_update_elem(&inodes, &k, &v, BPF_ANY);
 }
 
-static __always_inline void wake(struct wake *w, u64 dirtied)
+/* wake sends the wake-up of slot c/w at count total, unless another CPU
+ * sent it first. The record is reserved before the arming is consumed: if
+ * the ring is full, the arming stays and the next folio tries again. */
+static __always_inline void wake(struct count *c, struct wake *w, u64 seq, u64 fired, u64 total)
 {
-	struct wake_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
 
 	if (!ev) {
-		stat_inc(STAT_DROPPED);
+		stat_inc(STAT_WAKE_FULL);
+		return;
+	}
+	if (__sync_val_compare_and_swap(&c->fired, fired, seq) != fired) {
+		bpf_ringbuf_discard(ev, 0);
 		return;
 	}
 	ev->type = EVENT_WAKE;
 	ev->pad = 0;
 	ev->id = w->id;
-	ev->dirtied = dirtied;
+	ev->dirtied = total;
 	ev->ktime = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(ev, 0);
 }
@@ -307,9 +322,8 @@ __noinline int count_slot(u32 s, struct folio_arg *a)
 	u64 total = __sync_fetch_and_add(&c->dirtied, a->bytes) + a->bytes;
 	u64 seq = w->seq;
 	u64 fired = c->fired;
-	if (total > w->above && fired != seq &&
-	    __sync_val_compare_and_swap(&c->fired, fired, seq) == fired)
-		wake(w, total);
+	if (total > w->above && fired != seq)
+		wake(c, w, seq, fired, total);
 	if (a->record && w->id != a->id)
 		record_inode(w->id, a->ino, a->dev, a->generation, a->now);
 	return 0;

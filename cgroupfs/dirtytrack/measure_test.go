@@ -58,6 +58,9 @@ func TestMeasureOverhead(t *testing.T) {
 		mapBytes  uint64
 		dropped   uint64
 	}
+	// lat collects, over all runs, the time from the folio that passed a
+	// threshold to the receipt of its wake-up.
+	var lat []time.Duration
 	// write runs the writer once; with on, under a tracker loaded for
 	// this run and closed before it returns.
 	write := func(on bool) run {
@@ -76,6 +79,7 @@ func TestMeasureOverhead(t *testing.T) {
 					select {
 					case ev := <-tr.Events():
 						if ev.Kind == dirtytrack.Wake && ev.ID == id {
+							lat = append(lat, dirtytrack.MonotonicNow()-ev.Time)
 							n++
 							if err := tr.Watch(id, ev.Dirtied+4*mib); err != nil {
 								t.Error(err)
@@ -175,6 +179,7 @@ func TestMeasureOverhead(t *testing.T) {
 	if len(perFolio) > 0 {
 		t.Logf("program's own run time per dirtied folio (BPF run-time statistics): %s", distribution(perFolio))
 	}
+	t.Logf("wake-up latency, folio dirtied -> receipt, while the writer runs: %s", distribution(lat))
 	t.Logf("load and attach: %s; maps: %.1f MiB (bpf_map_info memlock)", distribution(loads), float64(mapBytes)/mib)
 }
 

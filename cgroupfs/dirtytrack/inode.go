@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -107,12 +108,15 @@ func (t *Tracker) Inodes(id uint64) ([]Inode, error) {
 // for them. The handle is first opened O_PATH, which runs no driver's open,
 // and checked with fstat before the file is opened for reading through
 // /proc/self/fd. A deleted file gives an error wrapping unix.ESTALE.
-// It needs CAP_DAC_READ_SEARCH.
+// It needs CAP_DAC_READ_SEARCH. The mount's root is opened for the call
+// only: a descriptor kept open would make the filesystem busy, and a
+// tenant's volume could not be unmounted.
 func (t *Tracker) OpenInode(ino Inode) (*os.File, error) {
-	mnt, err := t.mountOf(ino.Dev)
+	mnt, err := t.openMount(ino.Dev)
 	if err != nil {
 		return nil, fmt.Errorf("open inode %d on %s: %w", ino.Ino, devString(ino.Dev), err)
 	}
+	defer mnt.Close()
 	return openInode(mnt, ino)
 }
 
@@ -188,27 +192,19 @@ func fileHandle(ino Inode) unix.FileHandle {
 	return unix.NewFileHandle(fileidIno32Gen|xfs64Flag, b)
 }
 
-// mountOf returns an open root of a mount of the filesystem on dev, from
-// the mounts of handleFS types in /proc/self/mountinfo, preferring a mount
-// of the filesystem's root.
-func (t *Tracker) mountOf(dev uint64) (*os.File, error) {
+// openMount opens the root of a mount of the filesystem on dev: the mount
+// point remembered for dev if it still is one, else the first found in
+// /proc/self/mountinfo among handleFS types, preferring a mount of the
+// filesystem's root.
+func (t *Tracker) openMount(dev uint64) (*os.File, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errors.New("tracker closed")
+	known, ok := t.mounts[dev]
+	t.mu.Unlock()
+	if ok {
+		if f, err := openMountPoint(known, dev); err == nil {
+			return f, nil
+		}
 	}
-	if f, ok := t.mounts[dev]; ok {
-		return f, nil
-	}
-	f, err := openMount(dev)
-	if err != nil {
-		return nil, err
-	}
-	t.mounts[dev] = f
-	return f, nil
-}
-
-func openMount(dev uint64) (*os.File, error) {
 	const mountinfo = "/proc/self/mountinfo"
 	mi, err := os.Open(mountinfo)
 	if err != nil {
@@ -226,18 +222,35 @@ func openMount(dev uint64) (*os.File, error) {
 		if _, ok := handleFS[m.FSType]; !ok {
 			continue
 		}
-		f, err := os.OpenFile(m.MountPoint, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		f, err := openMountPoint(m.MountPoint, dev)
 		if err != nil {
 			continue
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Dev != dev {
-			f.Close()
-			continue
-		}
+		t.mu.Lock()
+		t.mounts[dev] = m.MountPoint
+		t.mu.Unlock()
 		return f, nil
 	}
 	return nil, fmt.Errorf("%w: no ext2/3/4 or xfs mount of the device in %s", ErrRefused, mountinfo)
+}
+
+// openMountPoint opens dir if it is on dev and a filesystem of handleFS.
+func openMountPoint(dir string, dev uint64) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Dev != dev {
+		f.Close()
+		return nil, fmt.Errorf("%s: not on %s", dir, devString(dev))
+	}
+	if err := unix.Fstatfs(int(f.Fd()), &sfs); err != nil || !slices.Contains(slices.Collect(maps.Values(handleFS)), sfs.Type) {
+		f.Close()
+		return nil, fmt.Errorf("%s: not ext2/3/4 or xfs", dir)
+	}
+	return f, nil
 }
 
 func boolInt(b bool) int {

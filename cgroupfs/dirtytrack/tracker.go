@@ -144,7 +144,7 @@ type Tracker struct {
 	seq     uint64   // last wake.seq handed out
 	gen     uint32   // config.gen
 	gone    map[uint64]bool
-	mounts  map[uint64]*os.File // superblock dev -> mount root, for OpenInode
+	mounts  map[uint64]string // superblock dev -> a mount point of it, for OpenInode
 	closed  bool
 	closeMu sync.Once
 }
@@ -180,7 +180,7 @@ func Load(opts Options) (*Tracker, error) {
 		done:   make(chan struct{}),
 		slots:  make(map[uint64]uint32),
 		gone:   make(map[uint64]bool),
-		mounts: make(map[uint64]*os.File),
+		mounts: make(map[uint64]string),
 	}
 	for s := range opts.MaxWatched {
 		t.free = append(t.free, s)
@@ -486,10 +486,4 @@ func (t *Tracker) closeAll() {
 	}
 	t.links = nil
 	t.objs.Close()
-	t.mu.Lock()
-	for _, f := range t.mounts {
-		f.Close()
-	}
-	t.mounts = map[uint64]*os.File{}
-	t.mu.Unlock()
 }

@@ -32,7 +32,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define S_IFMT 00170000
 #define S_IFREG 0100000
 #define S_IFBLK 0060000
-#define PAGE_SHIFT 12
+#define PAGE_SHIFT 12 /* 4 KiB pages: x86-64 (and arm64 as usually configured) */
 
 /* MAX_WATCHED_ANC bounds how far up a folio is counted: its memcg and its
  * 15 nearest ancestors. Watched cgroups further up miss folios of memcgs

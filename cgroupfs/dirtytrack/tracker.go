@@ -297,7 +297,9 @@ func (t *Tracker) LoadTime() time.Duration { return t.loadTime }
 // Event once the count exceeds wakeAbove (Never: no wake-up). The count
 // starts at 0 on the first Watch and is kept by later ones, which only
 // re-arm: a wake-up is sent once per Watch call. Wake-ups are thus
-// requested by the daemon, never a storm.
+// requested by the daemon, never a storm. A threshold already passed fires
+// at the subtree's next dirtied folio, not at once: to be woken after delta
+// more bytes, arm Dirtied(id) + delta.
 func (t *Tracker) Watch(id, wakeAbove uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dirtytrack: counts the page-cache bytes each memory cgroup dirties, wakes
+ * userspace through a ring buffer when a watched cgroup's count passes a
+ * threshold, remembers which inodes each cgroup dirtied, and reports the
+ * creation and removal of memory cgroups.
+ *
+ * The hot path is writeback_dirty_folio, called from folio_account_dirtied()
+ * (mm/page-writeback.c) once per folio that goes clean -> dirty, with the
+ * mapping's i_pages lock held and interrupts off: it may only count and
+ * record. Per folio it costs one LRU-hash lookup (the memcg's cached list of
+ * watched ancestors), the loads from memcg to cgroup id (plain loads when
+ * the writer dirties its own memcg's pages, else three probe reads), and
+ * two array lookups and an atomic add per watched ancestor. The ancestor
+ * walk, which needs a probe read per level, runs only when a memcg is first
+ * seen or after the set of watched cgroups changed (config.gen).
+ *
+ * Maps written by userspace only: watched, wakes, config. Written by the
+ * program only: counts (after userspace zeroes a slot), memcgs, inodes, stats.
+ * So no value is ever replaced by userspace under a concurrent atomic add.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* include/linux/backing-dev.h: the bdi writes back dirty pages, so
+ * folio_account_dirtied() accounts them in NR_FILE_DIRTY (memory.stat). */
+#define BDI_CAP_WRITEBACK (1 << 0)
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+#define PAGE_SHIFT 12 /* 4 KiB pages: x86-64 (and arm64 as usually configured) */
+
+/* MAX_WATCHED_ANC bounds how far up a folio is counted: its memcg and its
+ * 15 nearest ancestors. Watched cgroups further up miss folios of memcgs
+ * that deep, which STAT_OVERFLOW counts (at each walk). */
+#define MAX_WATCHED_ANC 16
+/* INODE_REFRESH_FOLIOS: a memcg that keeps dirtying the same inode
+ * re-records it every this many folios, so that the LRU keeps a streaming
+ * file and its time stays recent. Counting folios rather than reading the
+ * clock keeps a helper call off the hot path. */
+#define INODE_REFRESH_FOLIOS 512
+#define PATH_LEN 256
+
+enum event_type {
+	EVENT_WAKE = 1,
+	EVENT_MKDIR = 2,
+	EVENT_RMDIR = 3,
+};
+
+/* Ring-buffer records. Every record starts with type; Go decodes them in
+ * event.go (keep the layouts in step). */
+struct wake_event {
+	u32 type;
+	u32 pad;
+	u64 id;      /* watched cgroup's id */
+	u64 dirtied; /* its count when the threshold was passed */
+	u64 ktime;   /* CLOCK_MONOTONIC, ns */
+};
+
+struct cgroup_event {
+	u32 type;
+	u32 level;
+	u64 id;
+	u64 parent; /* parent's id, 0 for a root */
+	u64 ktime;
+	char path[PATH_LEN]; /* as cgroup_path() gives it, NUL-terminated */
+};
+
+struct count {
+	u64 dirtied; /* bytes dirtied in the subtree since Watch */
+	u64 fired;   /* wake.seq of the last wake-up sent */
+};
+
+struct wake {
+	u64 above; /* wake once dirtied > above; ~0 never */
+	u64 seq;   /* bumped by userspace to re-arm */
+	u64 id;    /* the watched cgroup */
+};
+
+struct config {
+	u32 gen; /* bumped by userspace whenever watched changes */
+	u32 pad;
+};
+
+struct memcg_entry {
+	u32 gen;
+	u32 n;                     /* entries of slot in use: level + 1, at most MAX_WATCHED_ANC */
+	u32 slot[MAX_WATCHED_ANC]; /* [k]: 1 + slot of the k-th ancestor (0: itself), 0 if unwatched */
+	u64 last_ino;
+	u32 last_dev;
+	u32 same; /* folios of last_ino since it was recorded */
+};
+
+struct inode_key {
+	u64 cgroup;
+	u64 ino;
+	u32 dev; /* kernel dev_t: major << 20 | minor */
+	u32 pad;
+};
+
+struct inode_val {
+	u32 generation;
+	u32 pad;
+	u64 jiffies;
+};
+
+enum stat_index {
+	STAT_MISS,      /* ancestor walks */
+	STAT_OVERFLOW,  /* walks of memcgs deeper than MAX_WATCHED_ANC - 1 */
+	STAT_WAKE_FULL, /* wake-up ring full: retried at the next folio */
+	STAT_DROPPED,   /* cgroup events lost to a full ring */
+	STAT_NO_MEMCG,  /* dirtied folios not charged to a memcg */
+	STAT_NR,
+};
+
+/* max_entries of the sized maps are set by the loader from Options. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);   /* cgroup id */
+	__type(value, u32); /* slot in counts and wakes */
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct count);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct wake);
+} wakes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64); /* cgroup id */
+	__type(value, struct memcg_entry);
+} memcgs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct inode_key);
+	__type(value, struct inode_val);
+} inodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_NR);
+	__type(key, u32);
+	__type(value, u64);
+} stats SEC(".maps");
+
+/* Wake-ups and cgroup events have a ring each, so that a storm of mkdirs
+ * (a container runtime, a test suite) cannot delay or crowd out wake-ups. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} wakeups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+static __always_inline void stat_inc(u32 i)
+{
+	u64 *v = bpf_map_lookup_elem(&stats, &i);
+
+	if (v)
+		*v += 1;
+}
+
+/* cgroup_id is kn->id, the inode number of the cgroup's directory
+ * (kernel/cgroup/cgroup.c, cgroup_id()). */
+static __always_inline u64 cgroup_id(struct cgroup *cgrp)
+{
+	return BPF_CORE_READ(cgrp, kn, id);
+}
+
+/* ancestor returns cgrp->ancestors[i]; the array holds every ancestor from
+ * the root (index 0) to cgrp itself (index level). */
+static __always_inline struct cgroup *ancestor(struct cgroup *cgrp, int i)
+{
+	struct cgroup *a = NULL;
+	unsigned long off = bpf_core_field_offset(struct cgroup, ancestors);
+
+	bpf_probe_read_kernel(&a, sizeof(a), (void *)cgrp + off + i * sizeof(a));
+	return a;
+}
+
+/* refresh walks the ancestors of the memcg at memcg_addr's cgroup, nearest
+ * first, and caches under id, for the k-th (0: the cgroup itself), 1 + the
+ * slot of it if watched, else 0. Slots sit at their distance rather than
+ * packed, so the verifier sees a constant offset per iteration and the walk
+ * stays linear to verify. A global function, verified once; the memcg is
+ * passed as an address and read with probe reads. */
+__noinline int refresh(u64 memcg_addr, u64 id, u32 gen)
+{
+	struct cgroup *cgrp = BPF_CORE_READ((struct mem_cgroup *)memcg_addr, css.cgroup);
+	struct memcg_entry e = {.gen = gen};
+	int level = BPF_CORE_READ(cgrp, level);
+
+	stat_inc(STAT_MISS);
+	if (level < 0)
+		level = 0;
+	if (level >= MAX_WATCHED_ANC) {
+		stat_inc(STAT_OVERFLOW);
+		e.n = MAX_WATCHED_ANC;
+	} else {
+		e.n = level + 1;
+	}
+	for (int k = 0; k < MAX_WATCHED_ANC; k++) {
+		if (k > level)
+			break;
+		u64 aid = id;
+		if (k > 0) {
+			struct cgroup *a = ancestor(cgrp, level - k);
+			if (!a)
+				continue;
+			aid = cgroup_id(a);
+		}
+		u32 *slot = bpf_map_lookup_elem(&watched, &aid);
+		if (slot)
+			e.slot[k] = *slot + 1;
+	}
+	bpf_map_update_elem(&memcgs, &id, &e, BPF_ANY);
+	return 0;
+}
+
+static __always_inline void record_inode(u64 cgroup, u64 ino, u32 dev, u32 generation, u64 now)
+{
+	struct inode_key k = {.cgroup = cgroup, .ino = ino, .dev = dev};
+	struct inode_val v = {.generation = generation, .jiffies = now};
+
+	bpf_map_update_elem(&inodes, &k, &v, BPF_ANY);
+}
+
+/* wake sends the wake-up of slot c/w at count total, unless another CPU
+ * sent it first. The record is reserved before the arming is consumed: if
+ * the ring is full, the arming stays and the next folio tries again. */
+static __always_inline void wake(struct count *c, struct wake *w, u64 seq, u64 fired, u64 total)
+{
+	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
+
+	if (!ev) {
+		stat_inc(STAT_WAKE_FULL);
+		return;
+	}
+	if (__sync_val_compare_and_swap(&c->fired, fired, seq) != fired) {
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
+	ev->type = EVENT_WAKE;
+	ev->pad = 0;
+	ev->id = w->id;
+	ev->dirtied = total;
+	ev->ktime = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline unsigned long folio_flags(struct folio *folio)
+{
+	/* 6.18 wraps the flags word in memdesc_flags_t. */
+	if (bpf_core_field_exists(struct folio___flags_struct, flags))
+		return ((struct folio___flags_struct *)folio)->flags.f;
+	return ((struct folio___flags_word *)folio)->flags;
+}
+
+/* folio_pages is folio_nr_pages() (include/linux/mm.h): 1 unless the head
+ * flag is set, else the count kept in the folio's second page. */
+static __always_inline u64 folio_pages(struct folio *folio)
+{
+	unsigned long head = 1UL << bpf_core_enum_value(enum pageflags, PG_head);
+
+	if (!(folio_flags(folio) & head))
+		return 1;
+	if (bpf_core_field_exists(struct folio___nr_pages, _nr_pages))
+		return ((struct folio___nr_pages *)folio)->_nr_pages;
+	return folio->_folio_nr_pages;
+}
+
+/* A folio's facts, for count_slot. */
+struct folio_arg {
+	u64 bytes;
+	u64 id; /* owner memcg's cgroup */
+	u64 ino;
+	u64 now;
+	u32 dev;
+	u32 generation;
+	u32 record; /* record the inode for each watched ancestor too */
+	u32 pad;
+};
+
+/* count_slot counts a folio for the watched cgroup in slot s, wakes
+ * userspace when its count passes the threshold, and records the inode for
+ * it. A global function: verified once. */
+__noinline int count_slot(u32 s, struct folio_arg *a)
+{
+	if (!a)
+		return 0;
+	struct count *c = bpf_map_lookup_elem(&counts, &s);
+	struct wake *w = bpf_map_lookup_elem(&wakes, &s);
+	if (!c || !w)
+		return 0;
+	u64 total = __sync_fetch_and_add(&c->dirtied, a->bytes) + a->bytes;
+	u64 seq = w->seq;
+	u64 fired = c->fired;
+	if (total > w->above && fired != seq)
+		wake(c, w, seq, fired, total);
+	if (a->record && w->id != a->id)
+		record_inode(w->id, a->ino, a->dev, a->generation, a->now);
+	return 0;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	if (!mapping)
+		return 0;
+	struct inode *host = mapping->host;
+	if (!host)
+		return 0;
+	struct super_block *sb = host->i_sb;
+	if (!sb)
+		return 0;
+	umode_t mode = host->i_mode;
+	/* mapping_can_writeback(): block devices' inodes live on the bdev
+	 * pseudo-superblock, whose s_bdi cannot write back, while
+	 * inode_to_bdi() gives the disk's: count them as the kernel does. */
+	if ((mode & S_IFMT) != S_IFBLK) {
+		struct backing_dev_info *bdi = sb->s_bdi;
+		if (!bdi || !(bdi->capabilities & BDI_CAP_WRITEBACK))
+			return 0;
+	}
+
+	/* folio_memcg() (include/linux/memcontrol.h): mask the flag bits;
+	 * a kmem folio points to an obj_cgroup. */
+	unsigned long md = folio->memcg_data;
+	unsigned long nflags = bpf_core_enum_value(enum page_memcg_data_flags, __NR_MEMCG_DATA_FLAGS);
+	unsigned long kmem = bpf_core_enum_value(enum page_memcg_data_flags, MEMCG_DATA_KMEM);
+	struct mem_cgroup *memcg = (struct mem_cgroup *)(md & ~(nflags - 1));
+	if (md & kmem)
+		memcg = BPF_CORE_READ((struct obj_cgroup *)memcg, memcg);
+	if (!memcg) {
+		stat_inc(STAT_NO_MEMCG);
+		return 0;
+	}
+	/* Usually the writer dirties its own memcg's pages: then its css
+	 * pointer equals the folio's memcg, and the cgroup id is reached
+	 * through trusted pointers with plain loads. Otherwise (a file whose
+	 * pages another cgroup owns, a kernel thread) three probe reads. */
+	u64 id;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct cgroup_subsys_state *css =
+		task->cgroups->subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)];
+	if ((unsigned long)css == (unsigned long)memcg + bpf_core_field_offset(struct mem_cgroup, css)) {
+		id = css->cgroup->kn->id;
+	} else {
+		struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+		if (!cgrp)
+			return 0;
+		id = cgroup_id(cgrp);
+	}
+
+	u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return 0;
+	u32 gen = cfg->gen;
+	struct memcg_entry *e = bpf_map_lookup_elem(&memcgs, &id);
+	if (!e || e->gen != gen) {
+		refresh((u64)memcg, id, gen);
+		e = bpf_map_lookup_elem(&memcgs, &id);
+		if (!e)
+			return 0;
+	}
+
+	struct folio_arg a = {.bytes = folio_pages(folio) << PAGE_SHIFT, .id = id};
+	if ((mode & S_IFMT) == S_IFREG) {
+		u64 ino = host->i_ino;
+		u32 dev = sb->s_dev;
+		if (e->last_ino != ino || e->last_dev != dev || ++e->same >= INODE_REFRESH_FOLIOS) {
+			u64 now = bpf_jiffies64();
+			e->last_ino = ino;
+			e->last_dev = dev;
+			e->same = 0;
+			a.ino = ino;
+			a.dev = dev;
+			a.now = now;
+			a.generation = host->i_generation;
+			a.record = 1;
+			record_inode(id, ino, dev, a.generation, now);
+		}
+	}
+
+	u32 n = e->n;
+	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
+		if (k >= n)
+			break;
+		u32 s = e->slot[k];
+		if (s)
+			count_slot(s - 1, &a);
+	}
+	return 0;
+}
+
+/* memory_hierarchy reports whether cgrp is in the hierarchy that hosts the
+ * memory controller (v1: its own mount; v2: the unified hierarchy). */
+static __always_inline bool memory_hierarchy(struct cgroup *cgrp)
+{
+	unsigned int mask = BPF_CORE_READ(cgrp, root, subsys_mask);
+
+	return mask & (1U << bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id));
+}
+
+static __always_inline int cgroup_event(u32 type, struct cgroup *cgrp, const char *path)
+{
+	if (!memory_hierarchy(cgrp))
+		return 0;
+	struct cgroup_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(STAT_DROPPED);
+		return 0;
+	}
+	int level = BPF_CORE_READ(cgrp, level);
+	ev->type = type;
+	ev->level = level;
+	ev->id = cgroup_id(cgrp);
+	ev->parent = 0;
+	if (level > 0) {
+		struct cgroup *p = ancestor(cgrp, level - 1);
+		if (p)
+			ev->parent = cgroup_id(p);
+	}
+	ev->ktime = bpf_ktime_get_ns();
+	if (bpf_probe_read_kernel_str(ev->path, sizeof(ev->path), path) < 0)
+		ev->path[0] = 0;
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+/* cgroup_mkdir and cgroup_rmdir fire from kernel/cgroup/cgroup.c
+ * (cgroup_mkdir, cgroup_destroy_locked) with the path already formatted. */
+SEC("tp_btf/cgroup_mkdir")
+int BPF_PROG(cgroup_mkdir, struct cgroup *cgrp, const char *path)
+{
+	return cgroup_event(EVENT_MKDIR, cgrp, path);
+}
+
+SEC("tp_btf/cgroup_rmdir")
+int BPF_PROG(cgroup_rmdir, struct cgroup *cgrp, const char *path)
+{
+	if (memory_hierarchy(cgrp)) {
+		u64 id = cgroup_id(cgrp);
+		bpf_map_delete_elem(&memcgs, &id);
+	}
+	return cgroup_event(EVENT_RMDIR, cgrp, path);
+}

@@ -1,0 +1,143 @@
+package dirtytrack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Kind is what an Event reports.
+type Kind uint32
+
+// The event kinds, as enum event_type in bpf/dirtytrack.c.
+const (
+	// Wake: a watched cgroup's dirtied count passed its threshold.
+	Wake Kind = 1
+	// Mkdir: a memory cgroup was created.
+	Mkdir Kind = 2
+	// Rmdir: a memory cgroup was removed; the tracker has unwatched it.
+	Rmdir Kind = 3
+)
+
+// String returns "wake", "mkdir" or "rmdir".
+func (k Kind) String() string {
+	switch k {
+	case Wake:
+		return "wake"
+	case Mkdir:
+		return "mkdir"
+	case Rmdir:
+		return "rmdir"
+	}
+	return fmt.Sprintf("kind(%d)", uint32(k))
+}
+
+// Event is a wake-up or a cgroup's creation or removal.
+type Event struct {
+	Kind Kind
+	// ID is the cgroup's id.
+	ID uint64
+	// Dirtied is, for Wake, the cgroup's count when it passed the
+	// threshold.
+	Dirtied uint64
+	// Time is when the kernel sent it, on CLOCK_MONOTONIC (time since
+	// boot, suspend excluded): compare with MonotonicNow.
+	Time time.Duration
+	// Level, Parent and Path describe a created or removed cgroup: its
+	// depth (1 for a child of the root), its parent's id, and its path in
+	// the memory hierarchy as the kernel's cgroup_path() prints it,
+	// truncated to 255 bytes.
+	Level  int
+	Parent uint64
+	Path   string
+}
+
+// Record layouts of bpf/dirtytrack.c (struct wake_event, struct
+// cgroup_event).
+const (
+	wakeEventSize   = 32
+	cgroupEventSize = 32 + 256
+)
+
+// decodeEvent decodes one ring-buffer record.
+func decodeEvent(b []byte) (Event, error) {
+	if len(b) < wakeEventSize {
+		return Event{}, fmt.Errorf("dirtytrack event: %d bytes, want at least %d", len(b), wakeEventSize)
+	}
+	le := binary.LittleEndian
+	ev := Event{Kind: Kind(le.Uint32(b[0:]))}
+	switch ev.Kind {
+	case Wake:
+		ev.ID = le.Uint64(b[8:])
+		ev.Dirtied = le.Uint64(b[16:])
+		ev.Time = time.Duration(le.Uint64(b[24:]))
+	case Mkdir, Rmdir:
+		if len(b) < cgroupEventSize {
+			return Event{}, fmt.Errorf("dirtytrack %s event: %d bytes, want %d", ev.Kind, len(b), cgroupEventSize)
+		}
+		ev.Level = int(le.Uint32(b[4:]))
+		ev.ID = le.Uint64(b[8:])
+		ev.Parent = le.Uint64(b[16:])
+		ev.Time = time.Duration(le.Uint64(b[24:]))
+		p := b[32:cgroupEventSize]
+		if i := bytes.IndexByte(p, 0); i >= 0 {
+			p = p[:i]
+		}
+		ev.Path = string(p)
+	default:
+		return Event{}, fmt.Errorf("dirtytrack event: type %d: want 1 (wake), 2 (mkdir) or 3 (rmdir)", ev.Kind)
+	}
+	return ev, nil
+}
+
+// Events delivers wake-ups and cgroup creations and removals. Wake-ups
+// come in the order the kernel sent them, and so do cgroup events; the two
+// kinds travel in separate rings and may interleave out of order. It is
+// closed by Close. A consumer that falls behind by EventBuffer events
+// stalls the readers: the kernel then retries wake-ups (Stats.WakeRetries)
+// and drops cgroup events (Stats.Dropped) rather than block.
+func (t *Tracker) Events() <-chan Event { return t.out }
+
+// readEvents moves records from a ring buffer to Events.
+func (t *Tracker) readEvents(ring *ringbuf.Reader) {
+	defer t.wg.Done()
+	var rec ringbuf.Record
+	for {
+		if err := ring.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return
+			}
+			t.opts.Logger.Warn("dirty tracker: read ring buffer", "err", err)
+			continue
+		}
+		ev, err := decodeEvent(rec.RawSample)
+		if err != nil {
+			t.opts.Logger.Warn("dirty tracker: bad event", "err", err)
+			continue
+		}
+		if ev.Kind == Rmdir {
+			if err := t.Unwatch(ev.ID); err != nil {
+				t.opts.Logger.Warn("dirty tracker: unwatch removed cgroup", "id", ev.ID, "path", ev.Path, "err", err)
+			}
+		}
+		select {
+		case t.out <- ev:
+		case <-t.done:
+			return
+		}
+	}
+}
+
+// MonotonicNow returns CLOCK_MONOTONIC, the clock of Event.Time.
+func MonotonicNow() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime(CLOCK_MONOTONIC): %v", err)) // cannot fail on Linux
+	}
+	return time.Duration(ts.Nano())
+}

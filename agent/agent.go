@@ -579,19 +579,17 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 			a.log.Debug("count dirtied bytes", "cgroup", st.cg, "err", err)
 		}
 	}
-	// What the policy may ask of a cgroup holding the daemon: write-out
-	// and flushes only. Without watermarks its controller never asks for
-	// reclaim; its pauses are dropped below.
-	//
-	// Neither pause nor reclaim. A pause would freeze the daemon with its
-	// cgroup, and nothing would thaw it. A v1 reclaim squeezes the
-	// hierarchical limit the daemon is charged under, so the daemon's own
-	// allocations could fail or OOM in the window. A v2 memory.reclaim
-	// stops no task, but it runs in the daemon's own write, takes from the
-	// daemon's pages too (its text and heap, in proportion to the
-	// subtree), and can take as long as the kernel needs to find them:
-	// the daemon would stall itself. The safe choice is to leave the
-	// cgroups above the daemon to the kernel's own reclaim.
+	// A cgroup holding the daemon is written out and flushed, but neither
+	// paused nor reclaimed. A pause would freeze the daemon with it, and
+	// nothing would thaw it. A v1 reclaim squeezes the hierarchical limit
+	// the daemon is charged under, so the daemon's own allocations could
+	// fail or OOM in the window. A v2 memory.reclaim stops no task, but it
+	// runs in the daemon's own write, takes from the daemon's pages too
+	// (its text and heap, in proportion to the subtree), and lasts as long
+	// as the kernel needs to find them: the daemon would stall itself. The
+	// safe choice is to leave those cgroups to the kernel's own reclaim.
+	// Without watermarks the controller never asks for reclaim; the pause
+	// is dropped below.
 	pol := eff
 	if st.exempt != "" {
 		pol.Watermarks = memcg.Watermarks{}
@@ -604,11 +602,13 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	if st.exempt != "" || st.noFreezer {
 		d.Pause = 0
 	}
+	// The status shows the observation before the actions: one that
+	// blocks in the kernel must not hide what the daemon saw.
+	a.setStatus(st, s, eff, now)
 	c, deferred, vanished := a.act(ctx, st, s, d)
 	if vanished {
 		return stepResult{st: st, vanish: true}
 	}
-	a.setStatus(st, s, eff, now)
 	a.addCounters(st, c)
 	r := stepResult{st: st, wake: wakeAt(s, pol), resched: a.opts.ActiveInterval, pause: d.Pause}
 	dirty := s.DirtyAndWriteback()

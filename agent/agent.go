@@ -683,6 +683,12 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 				vanished = fail("reclaim", err)
 			}
 			st.backoff.record(now, s, err != nil && !vanished, a.opts.ActiveInterval)
+			if st.backoff.fails > 0 {
+				a.log.Debug("reclaim attempt", "cgroup", st.cg, "got", got, "err", err,
+					"failures", st.backoff.fails, "retry_in", st.backoff.until.Sub(now))
+			} else {
+				a.log.Debug("reclaim attempt", "cgroup", st.cg, "got", got)
+			}
 		}
 	}
 	st.reclaiming = d.Reclaim > 0

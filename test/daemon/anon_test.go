@@ -1,15 +1,18 @@
 package daemon
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 )
@@ -125,4 +128,80 @@ func TestDaemonStopsWhileReclaimFindsNothing(t *testing.T) {
 	if p := journalPending(t, d.journal); len(p) > 0 {
 		t.Errorf("journal entries still pending after SIGTERM: %v", p)
 	}
+}
+
+// Issue 9, defect 3: background reclaim that keeps finding nothing (only
+// anonymous memory, no swap) is retried with exponential backoff, not at
+// every step: over window, at most the attempts that the backoff's delays
+// allow (agent.MaxReclaimBackoff aside, 50 ms doubled), counted in the
+// daemon's debug log and, on v1, in the journal, which records every
+// limit squeeze. Without backoff there is one attempt per 50 ms step.
+func TestDaemonBacksOffReclaimThatFindsNothing(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	const (
+		limit  = 64 * mib
+		anon   = limit - 12*mib
+		window = 6 * time.Second
+	)
+	parent := cgrouptest.New(t, l, 0)
+	c := parent.Child(t, "anon")
+	setLimit(t, l, c, limit)
+	noSwap(t, l, c)
+	startAnon(t, l, c, anon)
+
+	d := newDaemon(t, managedConfig(parent.Path, "min_free_kbytes: 16384, dirty_background_bytes: 64M, dirty_bytes: 96M"),
+		"--log-level", "debug")
+	d.start()
+	time.Sleep(window)
+	d.stop()
+
+	// The most attempts within window: the first at once, each next one
+	// after twice the wait of the one before, from the 50 ms step.
+	most, at := 1, time.Duration(0)
+	for wait := agent.DefaultActiveInterval; at+wait <= window; wait *= 2 {
+		at += wait
+		most++
+	}
+	var failed, ok int
+	for line := range strings.Lines(d.logText()) {
+		if !strings.Contains(line, `msg="reclaim attempt" cgroup=`+string(c.Path)+" ") {
+			continue
+		}
+		if strings.Contains(line, " failures=") {
+			failed++
+		} else {
+			ok++ // it found something: the helper's few file pages
+		}
+	}
+	squeezes := 0
+	if l.Memory.Version == cgroupfs.V1 {
+		squeezes = journalRecords(t, d.journal, filepath.Join(c.Dir, "memory.limit_in_bytes"))
+	}
+	t.Logf("in %v: %d reclaim attempts that found nothing and %d that found some logged, %d limit squeezes journalled "+
+		"(at most %d failures allowed; %d steps of %v)", window, failed, ok, squeezes, most, window/agent.DefaultActiveInterval,
+		agent.DefaultActiveInterval)
+	if failed+ok == 0 && squeezes == 0 && l.Memory.Version == cgroupfs.V1 {
+		t.Errorf("no reclaim attempt on %s in %v: the daemon did not try, so the test shows nothing", c.Path, window)
+	}
+	if failed > most || squeezes > most+ok {
+		t.Errorf("%d reclaim attempts found nothing and %d squeezes in %v, want at most %d: no backoff", failed, squeezes, window, most)
+	}
+}
+
+// journalRecords counts the changes of the control file p that the
+// journal at jp recorded, undone or not.
+func journalRecords(t *testing.T, jp, p string) int {
+	t.Helper()
+	b, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		var e journalEntry
+		if json.Unmarshal([]byte(line), &e) == nil && !e.Done && e.Path == p {
+			n++
+		}
+	}
+	return n
 }

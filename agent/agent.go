@@ -85,6 +85,9 @@ type Agent struct {
 	done   chan stepResult
 	paused chan pauseResult
 
+	// Requests to the loop from any goroutine, buffered: a request that
+	// finds rescan or restep full is one already pending; a kick that
+	// finds kick full becomes a scan.
 	rescan chan struct{}
 	restep chan struct{}    // a reload: step every cgroup under the new config
 	kick   chan host.Cgroup // a cgroup whose settings changed
@@ -120,7 +123,7 @@ type pauseResult struct {
 // again under the same path gets a new cgroupState: results that come
 // back for the old one are dropped.
 type cgroupState struct {
-	cg host.Cgroup
+	cg host.Cgroup // read-only
 	// exempt is why the daemon must neither pause nor reclaim the cgroup
 	// (HoldsMemcgd), "" when it may. Set at creation, read-only after.
 	exempt string
@@ -137,8 +140,10 @@ type cgroupState struct {
 	// the loop hands a cgroup to one worker at a time (scheduled).
 	ctrl       *policy.Controller
 	reclaiming bool
-	noFreezer  bool // a pause found no freezer for this cgroup: stop trying
 	backoff    reclaimBackoff
+	// noFreezer: a pause found no freezer for this cgroup, stop trying.
+	// Set by the loop as the pause ends, while no worker has the cgroup.
+	noFreezer bool
 
 	status Status // mu
 }

@@ -43,8 +43,8 @@ when reclaim meets dirty pages writes back the cgroup's own files first.
 
 Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
 and undone on SIGTERM and at the next start. The cgroups that hold the daemon
-itself (its own and their ancestors) are never frozen nor reclaimed: memcgd
-stat and the log report them as "not throttled: holds memcgd". SIGHUP reloads
+itself (its own and their ancestors) are never frozen nor reclaimed: the log
+and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
 the config; a bad config, or one that changes manage.under, is refused and the
 running one kept.`,
 		Args: cobra.NoArgs,

@@ -27,6 +27,11 @@ const (
 	// cgroup's reclaim cannot hold a worker while others wait: workers go
 	// round-robin over the active cgroups between steps.
 	DefaultReclaimStep = 8 << 20
+	// DefaultStopTimeout bounds how long Run waits at shutdown for the
+	// host calls in flight. Pauses end at once when Run's context is done
+	// and a reclaim step is one bounded write, so this is only reached by
+	// a call stuck in the kernel; the caller's undo must not wait for it.
+	DefaultStopTimeout = time.Second
 	// RecheckInterval is how soon an idle cgroup holding dirty pages over
 	// half its background threshold is looked at again.
 	RecheckInterval = time.Second
@@ -43,6 +48,12 @@ type Options struct {
 	Config *config.Config
 	// Overrides are runtime knob settings; nil means none.
 	Overrides *Overrides
+	// Self are the daemon's own cgroups, one path per hierarchy it is in
+	// (memory, unified, v1 freezer), as in /proc/self/cgroup. A cgroup
+	// that is one of them or an ancestor of one holds the daemon: it is
+	// never paused (the daemon would freeze itself and never thaw) nor
+	// reclaimed (see step), and its Status.Exempt says so.
+	Self []host.Cgroup
 	// Workers bounds how many cgroups are worked on at once.
 	Workers int
 	// ActiveInterval is how often an active cgroup is stepped.
@@ -53,30 +64,49 @@ type Options struct {
 	ScanInterval, AuditInterval time.Duration
 	// ReclaimStep bounds the bytes reclaimed in one step.
 	ReclaimStep uint64
+	// StopTimeout bounds how long Run waits, once its context is done,
+	// for the host calls in flight (DefaultStopTimeout if zero).
+	StopTimeout time.Duration
 	// Log receives the agent's logs; nil discards them.
 	Log *slog.Logger
 }
 
 // Agent is memcgd's daemon loop. Create it with New and start it with Run.
+// The package documentation states which goroutine owns what and the lock
+// order.
 type Agent struct {
-	opts Options
-	log  *slog.Logger
+	opts Options      // read-only after New
+	log  *slog.Logger // read-only after New
 
 	// work carries cgroups from the loop to the workers; done carries
-	// each step's outcome back.
-	work chan *cgroupState
-	done chan stepResult
-
-	// paused carries the end of each pause back to the loop.
+	// each step's outcome back. paused carries the end of each pause
+	// back to the loop. Each result is sent only while Run's context is
+	// live, so a worker never blocks on a loop that has stopped.
+	work   chan *cgroupState
+	done   chan stepResult
 	paused chan pauseResult
+
+	// Requests to the loop from any goroutine, buffered: a request that
+	// finds rescan or restep full is one already pending; a kick that
+	// finds kick full becomes a scan.
+	rescan chan struct{}
+	restep chan struct{}    // a reload: step every cgroup under the new config
+	kick   chan host.Cgroup // a cgroup whose settings changed
+
+	// flushing holds a token while a full flush runs: at most one at a
+	// time, off the worker pool, since a flush (syncfs) waits for the
+	// device and cannot be cancelled.
+	flushing chan struct{}
+
+	// running counts the goroutines Run waits for at shutdown (workers,
+	// pauses, the flush), within StopTimeout.
+	running sync.WaitGroup
+	// calls records the host calls in flight, for the shutdown report.
+	calls inflight
 
 	mu      sync.Mutex // guards cfg and cgroups and the fields of each cgroupState marked "mu"
 	cfg     *config.Config
 	cgroups map[host.Cgroup]*cgroupState
-	rescan  chan struct{}
-	restep  chan struct{}    // a reload: step every cgroup under the new config
-	kick    chan host.Cgroup // a cgroup whose settings changed
-	pauses  sync.WaitGroup
 
 	ancMu     sync.Mutex // guards ancestors
 	ancestors map[host.Cgroup]observed
@@ -89,21 +119,32 @@ type pauseResult struct {
 	err error
 }
 
-// cgroupState is what the agent keeps per managed cgroup. The loop owns
-// the scheduling fields; the worker stepping it owns ctrl; status is
-// guarded by Agent.mu.
+// cgroupState is what the agent keeps per managed cgroup, from the scan
+// that finds it until the loop forgets it. A cgroup removed and created
+// again under the same path gets a new cgroupState: results that come
+// back for the old one are dropped.
 type cgroupState struct {
-	cg   host.Cgroup
-	ctrl *policy.Controller
+	cg host.Cgroup // read-only
+	// exempt is why the daemon must neither pause nor reclaim the cgroup
+	// (HoldsMemcgd), "" when it may. Set at creation, read-only after.
+	exempt string
 
 	// loop-owned
-	scheduled bool // queued, running, pausing or in the timer heap
+	scheduled bool   // queued, running, pausing or in the timer heap
+	timed     bool   // scheduled by its timer entry alone
+	timerSeq  uint64 // the seq of its live timer entry; older ones are stale
 	active    bool
 	wake      uint64 // the UsageAbove of the current watch
+	gone      bool   // forgotten: never scheduled again, its results dropped
 
-	// worker-owned
+	// worker-owned: only the worker stepping the cgroup touches these, and
+	// the loop hands a cgroup to one worker at a time (scheduled).
+	ctrl       *policy.Controller
 	reclaiming bool
-	noFreezer  bool // a pause found no freezer for this cgroup: stop trying
+	backoff    reclaimBackoff
+	// noFreezer: a pause found no freezer for this cgroup, stop trying.
+	// Set by the loop as the pause ends, while no worker has the cgroup.
+	noFreezer bool
 
 	status Status // mu
 }
@@ -139,6 +180,9 @@ func New(o Options) (*Agent, error) {
 	if o.ReclaimStep == 0 {
 		o.ReclaimStep = DefaultReclaimStep
 	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -148,13 +192,14 @@ func New(o Options) (*Agent, error) {
 		log:       log,
 		work:      make(chan *cgroupState),
 		done:      make(chan stepResult, o.Workers),
-		cfg:       o.Config,
-		cgroups:   map[host.Cgroup]*cgroupState{},
+		paused:    make(chan pauseResult, o.Workers),
 		rescan:    make(chan struct{}, 1),
 		restep:    make(chan struct{}, 1),
-		ancestors: map[host.Cgroup]observed{},
-		paused:    make(chan pauseResult, o.Workers),
 		kick:      make(chan host.Cgroup, 16),
+		flushing:  make(chan struct{}, 1),
+		cfg:       o.Config,
+		cgroups:   map[host.Cgroup]*cgroupState{},
+		ancestors: map[host.Cgroup]observed{},
 	}, nil
 }
 
@@ -208,28 +253,40 @@ func (a *Agent) Knobs(cg host.Cgroup) memcg.Knobs {
 }
 
 // Run runs the loop until ctx is done. Every pause in progress is ended
-// before Run returns.
+// before Run returns, unless a host call is stuck in the kernel: Run waits
+// at most StopTimeout for the calls in flight, then logs those still
+// running and returns, so that the caller's undo always runs.
 func (a *Agent) Run(ctx context.Context) error {
-	var workers sync.WaitGroup
 	for range a.opts.Workers {
-		workers.Add(1)
+		a.running.Add(1)
 		go func() {
-			defer workers.Done()
+			defer a.running.Done()
 			for st := range a.work {
-				a.done <- a.step(ctx, st)
+				r := a.step(ctx, st)
+				select {
+				case a.done <- r:
+				case <-ctx.Done():
+				}
 			}
 		}()
 	}
 	err := a.loop(ctx)
 	close(a.work)
-	// Drain results so that workers finishing a step can exit.
+	stopped := make(chan struct{})
 	go func() {
-		for range a.done {
-		}
+		a.running.Wait() // pauses in flight thaw their cgroups on ctx.Done
+		close(stopped)
 	}()
-	workers.Wait()
-	a.pauses.Wait() // pauses in flight thaw their cgroups on ctx.Done
-	close(a.done)
+	t := time.NewTimer(a.opts.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		// The goroutines left behind exit when their calls return; their
+		// sends select on ctx, so none blocks on the stopped loop.
+		a.log.Error("stopping with host calls still in flight", "waited", a.opts.StopTimeout,
+			"calls", a.calls.list(time.Now()))
+	}
 	if a.opts.Watcher != nil {
 		a.opts.Watcher.Close()
 	}
@@ -238,7 +295,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // loop schedules: events, scans and timers decide which cgroups to step;
 // the ready queue hands them to the workers in FIFO order, so every
-// active cgroup gets its turn.
+// active cgroup gets its turn. It owns the scheduling fields of every
+// cgroupState.
 func (a *Agent) loop(ctx context.Context) error {
 	var ready []*cgroupState
 	timers := &timerHeap{}
@@ -254,11 +312,26 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 
 	enqueue := func(st *cgroupState) {
-		if st.scheduled {
+		if st.scheduled || st.gone {
 			return
 		}
 		st.scheduled = true
 		ready = append(ready, st)
+	}
+	// wakeUp steps the cgroup at cg soon: an event or a kick. An idle
+	// cgroup waiting in the timer heap (a recheck, a reclaim backoff) is
+	// stepped now; its timer entry goes stale.
+	wakeUp := func(cg host.Cgroup) {
+		a.mu.Lock()
+		st := a.cgroups[cg]
+		a.mu.Unlock()
+		if st == nil {
+			return
+		}
+		if st.timed && !st.active {
+			st.timed, st.scheduled = false, false
+		}
+		enqueue(st)
 	}
 	a.scan(ctx, enqueue, true)
 
@@ -279,32 +352,28 @@ func (a *Agent) loop(ctx context.Context) error {
 		case r := <-a.done:
 			a.finish(ctx, r, timers)
 		case p := <-a.paused:
-			a.endPause(p)
 			p.st.scheduled = false
+			if p.st.gone {
+				continue // forgotten during the pause: a newer state may hold its path
+			}
+			a.endPause(p)
 			enqueue(p.st)
 		case cg := <-a.kick:
-			a.mu.Lock()
-			st := a.cgroups[cg]
-			a.mu.Unlock()
-			if st != nil {
-				enqueue(st)
-			}
+			wakeUp(cg)
 		case cg, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			a.mu.Lock()
-			st := a.cgroups[cg]
-			a.mu.Unlock()
-			if st != nil {
-				enqueue(st)
-			}
+			wakeUp(cg)
 		case <-timer.C:
 			now := time.Now()
 			for timers.Len() > 0 && !(*timers)[0].at.After(now) {
 				t := heap.Pop(timers).(timerEntry)
-				t.st.scheduled = false
+				if !t.st.timed || t.seq != t.st.timerSeq {
+					continue // stepped since by an event
+				}
+				t.st.timed, t.st.scheduled = false, false
 				enqueue(t.st)
 			}
 		case <-scan.C:
@@ -320,11 +389,16 @@ func (a *Agent) loop(ctx context.Context) error {
 }
 
 // finish takes a step's outcome: reschedule an active cgroup, re-arm the
-// watch of one gone idle, forget one that vanished.
+// watch of one gone idle, forget one that vanished. The outcome of a step
+// of a cgroup forgotten meanwhile is dropped.
 func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 	st := r.st
+	if st.gone {
+		st.scheduled = false
+		return
+	}
 	if r.vanish {
-		a.forget(st.cg)
+		a.forget(st)
 		st.scheduled = false
 		return
 	}
@@ -335,10 +409,12 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 	if r.pause > 0 {
 		// Pauses run on their own goroutines so that a throttled cgroup
 		// holds no worker; the cgroup is stepped again when it ends.
-		a.pauses.Add(1)
+		a.running.Add(1)
 		go func() {
-			defer a.pauses.Done()
+			defer a.running.Done()
+			end := a.calls.begin(st.cg, "pause")
 			err := a.opts.Host.Pause(ctx, st.cg, r.pause)
+			end()
 			select {
 			case a.paused <- pauseResult{st: st, d: r.pause, err: err}:
 			case <-ctx.Done():
@@ -347,11 +423,11 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 		return
 	}
 	if r.active {
-		heap.Push(timers, timerEntry{at: time.Now().Add(r.resched), st: st})
+		a.after(timers, st, r.resched)
 		return
 	}
 	if r.recheck > 0 {
-		heap.Push(timers, timerEntry{at: time.Now().Add(r.recheck), st: st})
+		a.after(timers, st, r.recheck)
 	} else {
 		st.scheduled = false
 	}
@@ -363,6 +439,13 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 	}
 }
 
+// after puts st in the timer heap, to be stepped d from now. Loop only.
+func (a *Agent) after(timers *timerHeap, st *cgroupState, d time.Duration) {
+	st.timerSeq++
+	st.timed = true
+	heap.Push(timers, timerEntry{at: time.Now().Add(d), st: st, seq: st.timerSeq})
+}
+
 // endPause accounts a finished pause.
 func (a *Agent) endPause(p pauseResult) {
 	var c Counters
@@ -371,7 +454,9 @@ func (a *Agent) endPause(p pauseResult) {
 		c.Pauses, c.Paused = 1, p.d
 	case errors.Is(p.err, errors.ErrUnsupported):
 		// No freezer reaches this cgroup; write-out and reclaim still
-		// work. Say it once.
+		// work. Say it once. Written here, by the loop, while the cgroup
+		// is with no worker: the next step reads it after the loop hands
+		// it over.
 		p.st.noFreezer = true
 		a.log.Warn("cannot throttle: no freezer for this cgroup", "cgroup", p.st.cg, "err", p.err)
 	case errors.Is(p.err, host.ErrVanished):
@@ -382,56 +467,87 @@ func (a *Agent) endPause(p pauseResult) {
 	a.addCounters(p.st, c)
 }
 
-func (a *Agent) forget(cg host.Cgroup) {
+// forget drops st: removes it from the managed set if it is still the
+// state there (a cgroup recreated at the same path has a newer one, which
+// stays), its cached ancestor reading, and its watch. Loop only.
+func (a *Agent) forget(st *cgroupState) {
+	st.gone = true
 	a.mu.Lock()
-	delete(a.cgroups, cg)
-	a.mu.Unlock()
-	if a.opts.Watcher != nil {
-		a.opts.Watcher.Unwatch(cg)
+	current := a.cgroups[st.cg] == st
+	if current {
+		delete(a.cgroups, st.cg)
 	}
-	a.log.Info("cgroup gone", "cgroup", cg)
+	a.mu.Unlock()
+	if !current {
+		return
+	}
+	a.ancMu.Lock()
+	delete(a.ancestors, st.cg)
+	a.ancMu.Unlock()
+	if a.opts.Watcher != nil {
+		a.opts.Watcher.Unwatch(st.cg)
+	}
+	// TODO(lead): issue 9, defect 11: collect the removed cgroup's runtime
+	// overrides, so that a cgroup recreated under the same path does not
+	// inherit them: a.opts.Overrides.Forget(st.cg), once h/surface's
+	// overrides store has Forget. It does not exist on h/agent.
+	a.log.Info("cgroup gone", "cgroup", st.cg)
 }
 
 // scan lists the managed subtree: new cgroups are stepped once (which
 // decides whether they are managed and arms their watch), removed ones
 // are forgotten. With all, every known cgroup is stepped too: the audit.
+// It also drops ancestor readings too old to be used again, so that the
+// cache does not keep removed parents.
 func (a *Agent) scan(ctx context.Context, enqueue func(*cgroupState), all bool) {
+	a.sweepAncestors(a.opts.Host.Now())
+	end := a.calls.begin("", "list cgroups")
 	cgs, err := a.opts.Host.Cgroups(ctx)
+	end()
 	if err != nil {
 		a.log.Error("list cgroups", "err", err)
 		return
 	}
 	present := make(map[host.Cgroup]bool, len(cgs))
 	var fresh []*cgroupState
+	var exempt []host.Cgroup
 	a.mu.Lock()
 	for _, cg := range cgs {
 		present[cg] = true
 		st, ok := a.cgroups[cg]
 		if !ok {
 			st = &cgroupState{cg: cg, ctrl: policy.NewController(), wake: memcg.NoLimit}
-			st.status.Cgroup = cg
+			if holdsSelf(cg, a.opts.Self) {
+				st.exempt = HoldsMemcgd
+				exempt = append(exempt, cg)
+			}
+			st.status.Cgroup, st.status.Exempt = cg, st.exempt
 			a.cgroups[cg] = st
 			fresh = append(fresh, st)
 		} else if all {
 			fresh = append(fresh, st)
 		}
 	}
-	var gone []host.Cgroup
-	for cg := range a.cgroups {
+	var gone []*cgroupState
+	for cg, st := range a.cgroups {
 		if !present[cg] {
-			gone = append(gone, cg)
+			gone = append(gone, st)
 		}
 	}
 	a.mu.Unlock()
-	for _, cg := range gone {
-		a.forget(cg)
+	for _, cg := range exempt {
+		a.log.Info(HoldsMemcgd, "cgroup", cg, "self", a.opts.Self)
+	}
+	for _, st := range gone {
+		a.forget(st)
 	}
 	for _, st := range fresh {
 		enqueue(st)
 	}
 }
 
-// step observes one cgroup, asks its controller and acts.
+// step observes one cgroup, asks its controller and acts. Its result is
+// the loop's to carry out.
 func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	h := a.opts.Host
 	chain, knobs, err := a.ancestry(ctx, st.cg)
@@ -454,7 +570,10 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	}
 	if dc, ok := h.(host.DirtyCounter); ok {
 		// Only for managed cgroups: it reads every task's /proc/PID/io.
-		switch n, err := dc.Dirtied(ctx, st.cg); {
+		end := a.calls.begin(st.cg, "count dirtied bytes")
+		n, err := dc.Dirtied(ctx, st.cg)
+		end()
+		switch {
 		case err == nil:
 			s.Counters.HasDirtied, s.Counters.DirtiedBytes = true, n
 		case errors.Is(err, host.ErrVanished):
@@ -463,11 +582,64 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 			a.log.Debug("count dirtied bytes", "cgroup", st.cg, "err", err)
 		}
 	}
+	// A cgroup holding the daemon is written out and flushed, but neither
+	// paused nor reclaimed. A pause would freeze the daemon with it, and
+	// nothing would thaw it. A v1 reclaim squeezes the hierarchical limit
+	// the daemon is charged under, so the daemon's own allocations could
+	// fail or OOM in the window. A v2 memory.reclaim stops no task, but it
+	// runs in the daemon's own write, takes from the daemon's pages too
+	// (its text and heap, in proportion to the subtree), and lasts as long
+	// as the kernel needs to find them: the daemon would stall itself. The
+	// safe choice is to leave those cgroups to the kernel's own reclaim.
+	// Without watermarks the controller never asks for reclaim; the pause
+	// is dropped below.
+	pol := eff
+	if st.exempt != "" {
+		pol.Watermarks = memcg.Watermarks{}
+	}
+	now := h.Now()
 	d := st.ctrl.Step(policy.Input{
-		Now: h.Now(), Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks,
-		WritebackFirst: eff.Knobs.WritebackFirst, Lead: a.opts.ActiveInterval,
+		Now: now, Stat: s, Dirty: pol.Dirty, Watermarks: pol.Watermarks,
+		WritebackFirst: pol.Knobs.WritebackFirst, Lead: a.opts.ActiveInterval,
 	})
-	var c Counters
+	if st.exempt != "" || st.noFreezer {
+		d.Pause = 0
+	}
+	// The status shows the observation before the actions: one that
+	// blocks in the kernel must not hide what the daemon saw.
+	a.setStatus(st, s, eff, now)
+	c, deferred, vanished := a.act(ctx, st, s, d)
+	if vanished {
+		return stepResult{st: st, vanish: true}
+	}
+	a.addCounters(st, c)
+	r := stepResult{st: st, wake: wakeAt(s, pol), resched: a.opts.ActiveInterval, pause: d.Pause}
+	dirty := s.DirtyAndWriteback()
+	overBackground := dirty > 0 && dirty >= eff.Dirty.Background
+	r.active = !d.Idle() || overBackground
+	if deferred && !d.WriteOut && !d.Flush && d.Pause == 0 && !overBackground {
+		// Reclaim is all there is to do and it is backing off: wait,
+		// idle, until the backoff ends or the cgroup grows by a step
+		// (which may be page cache that ends it).
+		r.active = false
+		r.recheck = max(st.backoff.until.Sub(now), a.opts.ActiveInterval)
+		r.wake = min(wakeAt(s, memcg.Effective{Dirty: eff.Dirty}), satAdd(s.Usage, a.opts.ReclaimStep))
+		return r
+	}
+	if !r.active && eff.Dirty.Background != memcg.NoLimit && s.Dirty > eff.Dirty.Background/2 {
+		// Rewriting cached pages dirties them without charging new
+		// ones, which no watch sees: look again soon while the cgroup
+		// holds dirty pages near its threshold.
+		r.recheck = RecheckInterval
+	}
+	return r
+}
+
+// act carries out d for the cgroup observed as s, but for the pause,
+// which the loop starts. It returns what it did, whether reclaim was
+// wanted but deferred by the backoff, and whether the cgroup vanished.
+func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (c Counters, deferred, vanished bool) {
+	h := a.opts.Host
 	fail := func(what string, err error) bool {
 		if err == nil {
 			return false
@@ -479,15 +651,16 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 		a.log.Warn(what, "cgroup", st.cg, "err", err)
 		return false
 	}
-	vanished := false
 	switch {
 	case d.Flush:
-		err := h.Flush(ctx, st.cg)
-		c.Flushes++
-		c.FlushBytes += s.Dirty
-		vanished = fail("flush", err)
+		if a.startFlush(ctx, st) {
+			c.Flushes++
+			c.FlushBytes += s.Dirty
+		}
 	case d.WriteOut:
+		end := a.calls.begin(st.cg, "write out")
 		w, err := h.WriteOut(ctx, st.cg)
+		end()
 		if w.Files > 0 {
 			// Only write-outs that found files count: the dirty pages
 			// of files no task holds open are out of its reach.
@@ -497,34 +670,70 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 		vanished = fail("write out", err)
 	}
 	if d.Reclaim > 0 && !vanished {
-		if !st.reclaiming {
-			c.ReclaimRuns++
-		}
-		got, err := h.Reclaim(ctx, st.cg, min(d.Reclaim, a.opts.ReclaimStep))
-		c.ReclaimedBytes += got
-		if !errors.Is(err, host.ErrNothingReclaimed) {
-			vanished = vanished || fail("reclaim", err)
+		now := h.Now()
+		if !st.backoff.allow(now, s, a.opts.ReclaimStep) {
+			deferred = true
+		} else {
+			if !st.reclaiming {
+				c.ReclaimRuns++
+			}
+			end := a.calls.begin(st.cg, "reclaim")
+			got, err := h.Reclaim(ctx, st.cg, min(d.Reclaim, a.opts.ReclaimStep))
+			end()
+			c.ReclaimedBytes += got
+			nothing := errors.Is(err, host.ErrNothingReclaimed)
+			if !nothing {
+				vanished = fail("reclaim", err)
+			}
+			st.backoff.record(now, s, err != nil && !vanished, a.opts.ActiveInterval)
+			if st.backoff.fails > 0 {
+				a.log.Debug("reclaim attempt", "cgroup", st.cg, "got", got, "err", err,
+					"failures", st.backoff.fails, "retry_in", st.backoff.until.Sub(now))
+			} else {
+				a.log.Debug("reclaim attempt", "cgroup", st.cg, "got", got)
+			}
 		}
 	}
 	st.reclaiming = d.Reclaim > 0
-	if vanished {
-		return stepResult{st: st, vanish: true}
+	return c, deferred, vanished
+}
+
+// startFlush starts a full flush of the filesystems st's cgroup writes to
+// on a goroutine of its own, unless one is in flight already (of any
+// cgroup), and reports whether it did. A flush waits for the device
+// (syncfs) and cannot be cancelled; on the pool it would hold a worker
+// from every other cgroup for as long.
+func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
+	if ctx.Err() != nil {
+		return false
 	}
-	a.setStatus(st, s, eff, h.Now())
-	a.addCounters(st, c)
-	r := stepResult{st: st, wake: wakeAt(s, eff), resched: a.opts.ActiveInterval}
-	dirty := s.DirtyAndWriteback()
-	r.active = !d.Idle() || dirty > 0 && dirty >= eff.Dirty.Background
-	if !r.active && eff.Dirty.Background != memcg.NoLimit && s.Dirty > eff.Dirty.Background/2 {
-		// Rewriting cached pages dirties them without charging new
-		// ones, which no watch sees: look again soon while the cgroup
-		// holds dirty pages near its threshold.
-		r.recheck = RecheckInterval
+	select {
+	case a.flushing <- struct{}{}:
+	default:
+		a.log.Debug("flush skipped: another is in flight", "cgroup", st.cg)
+		return false
 	}
-	if d.Pause > 0 && !st.noFreezer {
-		r.pause = d.Pause
+	a.running.Add(1) // the calling worker is counted: Run's Wait has not returned
+	go func() {
+		defer a.running.Done()
+		defer func() { <-a.flushing }()
+		end := a.calls.begin(st.cg, "flush")
+		err := a.opts.Host.Flush(ctx, st.cg)
+		end()
+		if err != nil && !errors.Is(err, host.ErrVanished) {
+			a.log.Warn("flush", "cgroup", st.cg, "err", err)
+			a.addCounters(st, Counters{Errors: 1})
+		}
+	}()
+	return true
+}
+
+// satAdd is a+b, at most memcg.NoLimit.
+func satAdd(a, b uint64) uint64 {
+	if a > memcg.NoLimit-b {
+		return memcg.NoLimit
 	}
-	return r
+	return a + b
 }
 
 func (a *Agent) setStatus(st *cgroupState, s memcg.Stat, eff memcg.Effective, now time.Time) {
@@ -578,7 +787,10 @@ func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []m
 		s, ok := a.cachedAncestor(p, now)
 		if self || !ok {
 			var err error
-			if s, err = a.opts.Host.Observe(ctx, p); err != nil {
+			end := a.calls.begin(p, "observe")
+			s, err = a.opts.Host.Observe(ctx, p)
+			end()
+			if err != nil {
 				return nil, nil, err
 			}
 			if !self {
@@ -596,6 +808,17 @@ func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []m
 type observed struct {
 	stat memcg.Stat
 	at   time.Time
+}
+
+// sweepAncestors drops the ancestor readings too old to be reused.
+func (a *Agent) sweepAncestors(now time.Time) {
+	a.ancMu.Lock()
+	defer a.ancMu.Unlock()
+	for p, o := range a.ancestors {
+		if now.Sub(o.at) >= a.opts.ActiveInterval {
+			delete(a.ancestors, p)
+		}
+	}
 }
 
 func (a *Agent) cachedAncestor(p host.Cgroup, now time.Time) (memcg.Stat, bool) {

@@ -15,19 +15,40 @@ import (
 const mib = 1 << 20
 
 // fakeHost is an in-memory kernel: reclaim lowers usage (clean file pages
-// first), write-out and flush clean the dirty pages, pause records.
+// first), write-out and flush clean the dirty pages, pause records. A call
+// can be held (hold): it then blocks, whatever its context, until the test
+// releases it.
 type fakeHost struct {
 	mu       sync.Mutex
 	stats    map[host.Cgroup]*memcg.Stat
 	writeOut map[host.Cgroup]int
 	flushes  map[host.Cgroup]int
 	reclaims map[host.Cgroup]uint64
+	attempts map[host.Cgroup]int // Reclaim calls, successful or not
+	observes map[host.Cgroup]int
 	pauses   map[host.Cgroup][]time.Duration
+	pausing  map[host.Cgroup]int // pauses in progress
+	overlap  map[host.Cgroup]int // the most pauses of one cgroup at once
+	holds    map[hold]*held
+	watcher  *fakeWatcher // told of every change, when set
 }
+
+// hold names a call of the fake host to one cgroup: "write out", "flush",
+// "reclaim" or "pause".
+type hold struct {
+	cg   host.Cgroup
+	call string
+}
+
+// held is a held call: entered is closed when the call starts, and the
+// call returns once release is closed.
+type held struct{ entered, release chan struct{} }
 
 func newFakeHost(stats map[host.Cgroup]memcg.Stat) *fakeHost {
 	f := &fakeHost{stats: map[host.Cgroup]*memcg.Stat{}, writeOut: map[host.Cgroup]int{},
-		flushes: map[host.Cgroup]int{}, reclaims: map[host.Cgroup]uint64{}, pauses: map[host.Cgroup][]time.Duration{}}
+		flushes: map[host.Cgroup]int{}, reclaims: map[host.Cgroup]uint64{}, attempts: map[host.Cgroup]int{},
+		observes: map[host.Cgroup]int{}, pauses: map[host.Cgroup][]time.Duration{},
+		pausing: map[host.Cgroup]int{}, overlap: map[host.Cgroup]int{}, holds: map[hold]*held{}}
 	for cg, s := range stats {
 		s := s
 		f.stats[cg] = &s
@@ -36,6 +57,34 @@ func newFakeHost(stats map[host.Cgroup]memcg.Stat) *fakeHost {
 }
 
 var _ host.Host = (*fakeHost)(nil)
+
+// hold makes the next call to call on cg block until the returned
+// release function is called; entered is closed once it has started. The
+// test releases it at cleanup in any case.
+func (f *fakeHost) hold(t *testing.T, cg host.Cgroup, call string) (entered <-chan struct{}, release func()) {
+	h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	f.holds[hold{cg, call}] = h
+	f.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	return h.entered, release
+}
+
+// wait blocks a call that is held, with f.mu not held. Caller holds f.mu,
+// which is held again on return.
+func (f *fakeHost) wait(cg host.Cgroup, call string) {
+	h, ok := f.holds[hold{cg, call}]
+	if !ok {
+		return
+	}
+	delete(f.holds, hold{cg, call})
+	f.mu.Unlock()
+	close(h.entered)
+	<-h.release
+	f.mu.Lock()
+}
 
 func (f *fakeHost) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
 	f.mu.Lock()
@@ -50,6 +99,7 @@ func (f *fakeHost) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
 func (f *fakeHost) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.observes[cg]++
 	s, ok := f.stats[cg]
 	if !ok {
 		return memcg.Stat{}, host.ErrVanished
@@ -60,6 +110,8 @@ func (f *fakeHost) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, err
 func (f *fakeHost) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.attempts[cg]++
+	f.wait(cg, "reclaim")
 	s, ok := f.stats[cg]
 	if !ok {
 		return 0, host.ErrVanished
@@ -75,11 +127,18 @@ func (f *fakeHost) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint6
 	return got, nil
 }
 
+// WriteOut cleans cg's dirty pages. One that was held fails as vanished if
+// cg was removed meanwhile, even if a new cgroup took its path: the files
+// it found belonged to the old one.
 func (f *fakeHost) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.stats[cg]
 	if !ok {
+		return host.WriteOut{}, host.ErrVanished
+	}
+	f.wait(cg, "write out")
+	if f.stats[cg] != s {
 		return host.WriteOut{}, host.ErrVanished
 	}
 	f.writeOut[cg]++
@@ -92,6 +151,7 @@ func (f *fakeHost) Flush(ctx context.Context, cg host.Cgroup) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.flushes[cg]++
+	f.wait(cg, "flush")
 	for _, s := range f.stats {
 		s.Dirty = 0
 	}
@@ -101,20 +161,39 @@ func (f *fakeHost) Flush(ctx context.Context, cg host.Cgroup) error {
 func (f *fakeHost) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error {
 	f.mu.Lock()
 	f.pauses[cg] = append(f.pauses[cg], d)
+	f.pausing[cg]++
+	f.overlap[cg] = max(f.overlap[cg], f.pausing[cg])
+	f.wait(cg, "pause")
 	f.mu.Unlock()
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
+	f.mu.Lock()
+	f.pausing[cg]--
+	f.mu.Unlock()
 	return nil
 }
 
 func (f *fakeHost) Now() time.Time { return time.Now() }
 
+// set changes cg's state, and reports it to the watcher if its usage rose
+// above the watch.
 func (f *fakeHost) set(cg host.Cgroup, fn func(*memcg.Stat)) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	fn(f.stats[cg])
+	usage, w := f.stats[cg].Usage, f.watcher
+	f.mu.Unlock()
+	if w != nil {
+		w.changed(cg, usage)
+	}
+}
+
+// add creates cg, or replaces it by a new cgroup at the same path.
+func (f *fakeHost) add(cg host.Cgroup, s memcg.Stat) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats[cg] = &s
 }
 
 func (f *fakeHost) remove(cg host.Cgroup) {
@@ -123,32 +202,121 @@ func (f *fakeHost) remove(cg host.Cgroup) {
 	delete(f.stats, cg)
 }
 
+// fakeWatcher reports a cgroup whose usage rose above its watch, as the
+// real watchers' usage thresholds do.
+type fakeWatcher struct {
+	mu     sync.Mutex
+	above  map[host.Cgroup]uint64
+	events chan host.Cgroup
+}
+
+var _ host.Watcher = (*fakeWatcher)(nil)
+
+func newFakeWatcher() *fakeWatcher {
+	return &fakeWatcher{above: map[host.Cgroup]uint64{}, events: make(chan host.Cgroup, 16)}
+}
+
+func (w *fakeWatcher) Watch(cg host.Cgroup, wk host.Wake) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.above[cg] = wk.UsageAbove
+	return nil
+}
+
+func (w *fakeWatcher) Unwatch(cg host.Cgroup) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.above, cg)
+}
+
+func (w *fakeWatcher) Events() <-chan host.Cgroup { return w.events }
+
+func (w *fakeWatcher) Close() error { return nil }
+
+func (w *fakeWatcher) changed(cg host.Cgroup, usage uint64) {
+	w.mu.Lock()
+	above, ok := w.above[cg]
+	w.mu.Unlock()
+	if ok && usage > above {
+		select {
+		case w.events <- cg:
+		default:
+		}
+	}
+}
+
 // root is a 16 GiB machine with 8 GiB free.
 var root = memcg.Stat{Limit: 16 << 30, Usage: 8 << 30, File: 4 << 30}
 
 // runAgent runs an agent over h until cond holds or a deadline passes.
 func runAgent(t *testing.T, h *fakeHost, cfg *config.Config, workers int, cond func(*Agent) bool) *Agent {
 	t.Helper()
-	a, err := New(Options{Host: h, Config: cfg, Workers: workers, ActiveInterval: 5 * time.Millisecond,
-		ScanInterval: 50 * time.Millisecond})
+	a, stop := startAgent(t, Options{Host: h, Config: cfg, Workers: workers})
+	ok := waitFor(5*time.Second, func() bool { return cond(a) })
+	stop()
+	if !ok && !cond(a) {
+		t.Fatal("condition not reached within 5 s")
+	}
+	return a
+}
+
+// startAgent starts an agent with o, with short intervals unless o sets
+// them, and returns it with the function that stops it and checks that
+// Run returned within 5 s, without error.
+func startAgent(t *testing.T, o Options) (*Agent, func()) {
+	t.Helper()
+	if o.ActiveInterval == 0 {
+		o.ActiveInterval = 5 * time.Millisecond
+	}
+	if o.ScanInterval == 0 {
+		o.ScanInterval = 50 * time.Millisecond
+	}
+	if o.Workers == 0 {
+		o.Workers = 1
+	}
+	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
+	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond(a) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("Run did not return within 5 s of its context's end")
+			}
+		})
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	t.Cleanup(stop)
+	return a, stop
+}
+
+// waitFor polls cond until it holds or timeout passes, and reports whether
+// it held.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(2 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
-	if !cond(a) {
-		t.Fatal("condition not reached within 5 s")
-	}
-	return a
+}
+
+// managedNow reports whether a has a status for cg, and whether it has
+// been observed.
+func managedNow(a *Agent, cg host.Cgroup) (managed, observed bool) {
+	st, err := a.Status(cg)
+	return err == nil, err == nil && !st[0].Observed.IsZero()
 }
 
 func (f *fakeHost) count(m map[host.Cgroup]int, cg host.Cgroup) int {
@@ -228,19 +396,6 @@ func TestAgentLeavesUnlimitedCgroupsAlone(t *testing.T) {
 	})
 	if n := h.count(h.writeOut, "/u"); n != 0 {
 		t.Errorf("limited_only: an unlimited cgroup was written out %d times", n)
-	}
-}
-
-func TestAgentSkipsVanishedCgroups(t *testing.T) {
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib},
-		"/b": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib},
-	})
-	h.remove("/b") // listed by nobody now, but make Observe fail for a stale name too
-	a := runAgent(t, h, config.Default(), 1, func(*Agent) bool { return h.count(h.writeOut, "/a") > 0 })
-	if _, err := a.Status("/b"); err == nil {
-		t.Error("a vanished cgroup is still listed")
 	}
 }
 

@@ -4,8 +4,9 @@ import "time"
 
 // timerEntry is an active cgroup waiting for its next step.
 type timerEntry struct {
-	at time.Time
-	st *cgroupState
+	at  time.Time
+	st  *cgroupState
+	seq uint64 // st.timerSeq when pushed: the entry is stale once they differ
 }
 
 // timerHeap orders waiting cgroups by when they are due (container/heap).

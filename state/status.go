@@ -50,6 +50,9 @@ type Status struct {
 	// Active says whether the cgroup is being worked on now (over a
 	// threshold, reclaiming or throttled) rather than waiting for an event.
 	Active bool
+	// Exempt says why the daemon neither throttles nor reclaims the
+	// cgroup (agent.HoldsMemcgd), "" when it does as the policy decides.
+	Exempt string
 }
 
 // Fields is the status in `memcgd stat` form: the kernel's view from

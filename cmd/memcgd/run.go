@@ -14,7 +14,9 @@ import (
 
 	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
+	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/metrics"
 	"github.com/memcgd/memcgd/overrides"
 )
@@ -41,8 +43,11 @@ below dirty_thresh, reclaims in the background from low_wmark to high_wmark, and
 when reclaim meets dirty pages writes back the cgroup's own files first.
 
 Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
-and undone on SIGTERM and at the next start. SIGHUP reloads the config; a bad
-config is refused and the running one kept.`,
+and undone on SIGTERM and at the next start. The cgroups that hold the daemon
+itself (its own and their ancestors) are never frozen nor reclaimed: the log
+and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
+the config; a bad config, or one that changes manage.under, is refused and the
+running one kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), g, f) },
 	}
@@ -60,6 +65,16 @@ config is refused and the running one kept.`,
 }
 
 func run(ctx context.Context, g *globalFlags, f *runFlags) error {
+	// Signals first: until signal.Notify, SIGHUP's default action kills
+	// the daemon, and a reload sent during the start (journal recovery,
+	// the first scan) must not. A SIGHUP that comes early waits in hup
+	// for the reload loop; a SIGTERM ends the start, then the undo runs.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	if err := requireRoot("memcgd run"); err != nil {
 		return err
 	}
@@ -83,8 +98,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return err
 	}
 	defer j.Close()
-	// Undo whatever a previous run left behind before doing anything.
-	undone, err := j.Recover(ctx)
+	// Undo whatever a previous run left behind before doing anything,
+	// to the end even if a SIGTERM comes meanwhile.
+	undone, err := j.Recover(context.Background())
 	for _, c := range undone {
 		log.Warn("undid a change left by a previous run", "change", c.String())
 	}
@@ -102,17 +118,21 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
+	self, err := selfCgroups(g.procRoot, l)
+	if err != nil {
+		w.Close()
+		return err
+	}
 	fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, j)
 	a, err := agent.New(agent.Options{
-		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log,
+		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
 	})
 	if err != nil {
+		w.Close()
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	// A server that fails stops the daemon, which then undoes its changes.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
@@ -143,23 +163,32 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		}()
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
-		for range hup {
+		running := cfg
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
 			next, err := g.loadConfig()
+			if err == nil {
+				err = reloadable(running, next)
+			}
 			if err != nil {
 				log.Error("config reload refused; keeping the running config", "err", err)
 				continue
 			}
 			a.Reload(next)
+			running = next
 			log.Info("config reloaded", "config", g.configPath)
 		}
 	}()
 
 	log.Info("memcgd running", "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
-		"under", cfg.Under, "metrics", f.listen, "socket", f.socket)
+		"under", cfg.Under, "self", self, "metrics", f.listen, "socket", f.socket)
+	// Run returns within its stop timeout of ctx's end, even with a host
+	// call stuck in the kernel, so that the undo below always runs.
 	runErr := a.Run(ctx)
 	// Run has ended every pause; undo anything still journalled (a squeeze
 	// interrupted by the signal) so that nothing the daemon changed remains.
@@ -175,4 +204,45 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	}
 	log.Info("memcgd stopped")
 	return runErr
+}
+
+// selfCgroups returns the daemon's own cgroups, one per hierarchy it could
+// pause or squeeze through: memory, and the unified and v1 freezer ones
+// when mounted. The agent never pauses nor reclaims a cgroup that holds
+// one of them. The daemon refuses to start without knowing them all: it
+// could freeze itself.
+func selfCgroups(procRoot string, l cgroupfs.Layout) ([]host.Cgroup, error) {
+	mem, err := cgroupfs.Self(procRoot, l)
+	if err != nil {
+		return nil, fmt.Errorf("find the daemon's own memory cgroup, which it must never throttle: %w", err)
+	}
+	self := []host.Cgroup{mem}
+	if l.Unified != nil && l.Memory.Version == cgroupfs.V1 {
+		cg, err := cgroupfs.SelfUnified(procRoot)
+		if err != nil {
+			return nil, fmt.Errorf("find the daemon's own unified cgroup, which it must never freeze: %w", err)
+		}
+		self = append(self, cg)
+	}
+	if l.Freezer != nil {
+		cg, err := cgroupfs.SelfFreezer(procRoot)
+		if err != nil {
+			return nil, fmt.Errorf("find the daemon's own freezer cgroup, which it must never freeze: %w", err)
+		}
+		self = append(self, cg)
+	}
+	return self, nil
+}
+
+// reloadable checks that next can replace the running config. The managed
+// subtree is fixed at start: the host, its watches and the journal work in
+// it, and a subtree left behind would keep what the daemon had set there.
+// So a change of manage.under is refused, the safe choice, rather than
+// half applied.
+func reloadable(running, next *config.Config) error {
+	if next.Under != running.Under {
+		return fmt.Errorf("manage.under: changed from %s to %s: the managed subtree is fixed at start; allowed only %s (restart memcgd to manage another subtree)",
+			running.Under, next.Under, running.Under)
+	}
+	return nil
 }

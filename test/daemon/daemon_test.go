@@ -33,6 +33,9 @@ type daemon struct {
 	config, journal, overrides, socket, log string
 	listen                                  string   // metrics address, a free loopback port
 	flags                                   []string // extra flags of memcgd run
+	// join are the cgroup directories the daemon is started in (every
+	// hierarchy's), none to leave it in the test's own.
+	join []string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -98,6 +101,14 @@ func freePort(t testing.TB) string {
 // socket, which it opens only after undoing what its journal holds.
 func (d *daemon) start() {
 	d.t.Helper()
+	d.launch()
+	d.ready()
+}
+
+// launch starts the daemon process, inside the cgroup directories d.join
+// when set, and returns at once.
+func (d *daemon) launch() {
+	d.t.Helper()
 	if d.running() {
 		d.t.Fatal("daemon: start while running")
 	}
@@ -109,7 +120,14 @@ func (d *daemon) start() {
 	args := append([]string{"--config", d.config, "run",
 		"--journal", d.journal, "--overrides", d.overrides,
 		"--socket", d.socket, "--listen", d.listen}, d.flags...)
-	d.cmd = exec.Command(d.bin, args...)
+	if len(d.join) > 0 {
+		// A shell joins the cgroups and executes the daemon: it runs
+		// inside them from its first instruction, under the same PID.
+		sh := append([]string{"-c", joinScript, "sh"}, d.join...)
+		d.cmd = exec.Command("sh", append(append(append(sh, "--"), d.bin), args...)...)
+	} else {
+		d.cmd = exec.Command(d.bin, args...)
+	}
 	d.cmd.Stderr, d.cmd.Stdout = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("start memcgd: %v", err)
@@ -120,7 +138,15 @@ func (d *daemon) start() {
 		d.err = cmd.Wait()
 		close(exited)
 	}(d.cmd)
+}
 
+// joinScript writes the shell's PID into each directory's cgroup.procs
+// given before "--", then executes the rest of its arguments.
+const joinScript = `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; done; shift; exec "$@"`
+
+// ready waits for the launched daemon to answer on its control socket.
+func (d *daemon) ready() {
+	d.t.Helper()
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if c, err := control.Dial(d.socket); err == nil {
@@ -260,19 +286,28 @@ func (d *daemon) client(cred *syscall.Credential, args ...string) (stdout, stder
 // a field the kernel lacks is absent.
 func (d *daemon) stat(cg host.Cgroup) map[string]uint64 {
 	d.t.Helper()
+	m, err := d.tryStat(cg)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return m
+}
+
+// tryStat is stat, with an error where stat fails the test.
+func (d *daemon) tryStat(cg host.Cgroup) (map[string]uint64, error) {
 	out, errOut, err := d.client(nil, "stat", "--socket", d.socket, "--json", string(cg))
 	if err != nil {
-		d.t.Fatalf("memcgd stat %s: %v: %s", cg, err, errOut)
+		return nil, fmt.Errorf("memcgd stat %s: %v: %s", cg, err, errOut)
 	}
 	var reports []struct {
 		Cgroup host.Cgroup        `json:"cgroup"`
 		Stats  map[string]*uint64 `json:"stats"`
 	}
 	if err := json.Unmarshal([]byte(out), &reports); err != nil {
-		d.t.Fatalf("memcgd stat %s: %v in %q", cg, err, out)
+		return nil, fmt.Errorf("memcgd stat %s: %v in %q", cg, err, out)
 	}
 	if len(reports) != 1 || reports[0].Cgroup != cg {
-		d.t.Fatalf("memcgd stat %s: got %q, want that cgroup's report only", cg, out)
+		return nil, fmt.Errorf("memcgd stat %s: got %q, want that cgroup's report only", cg, out)
 	}
 	m := make(map[string]uint64, len(reports[0].Stats))
 	for k, v := range reports[0].Stats {
@@ -280,7 +315,7 @@ func (d *daemon) stat(cg host.Cgroup) map[string]uint64 {
 			m[k] = *v
 		}
 	}
-	return m
+	return m, nil
 }
 
 // settings is `memcgd get --json`: the knobs in force, those set by

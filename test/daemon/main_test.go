@@ -22,8 +22,13 @@ var (
 // is there (a VM without test/vm's /bin/memcgd).
 var errNoBinary = errors.New("no memcgd binary: no Go toolchain to build ./cmd/memcgd and no memcgd on PATH")
 
-// TestMain builds the daemon once for the whole run.
+// TestMain builds the daemon once for the whole run. Started with
+// anonHelper as its first argument, the test binary is the anonymous
+// memory helper instead (startAnon).
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == anonHelper {
+		os.Exit(runAnonHelper(os.Args[2]))
+	}
 	dir, err := os.MkdirTemp("", "memcgd-daemon-test-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "test/daemon: %v\n", err)

@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/control"
 )
 
 // SIGHUP reloads the config file. A file that does not load is refused
@@ -80,4 +84,90 @@ func TestDaemonReloadKeepsConfigOnError(t *testing.T) {
 			t.Fatalf("%s: memcgd exited: %v", tt.name, d.err)
 		}
 	}
+}
+
+// Issue 9, defect 11: a reload that changes manage.under is refused, with
+// a log line naming the field and both values, and the daemon keeps its
+// subtree: the managed set is what it was, not the new subtree.
+func TestDaemonRefusesReloadOfManagedSubtree(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	within := 5 * time.Second * slow()
+	parent := cgrouptest.New(t, l, 0)
+	kept := parent.Child(t, "kept")
+	asked := parent.Child(t, "asked")
+	knobs := "dirty_background_bytes: 8M, dirty_bytes: 16M, min_free_kbytes: 0"
+	d := newDaemon(t, managedConfig(kept.Path, knobs))
+	d.start()
+
+	from := len(d.logText())
+	d.setConfig(managedConfig(asked.Path, knobs))
+	d.signal(syscall.SIGHUP)
+	line, ok := d.waitLog(from, within, "config reload")
+	if !ok {
+		t.Fatalf("no \"config reload\" line in the log %v after SIGHUP", within)
+	}
+	t.Log(line)
+	for _, w := range []string{"config reload refused", "manage.under", string(kept.Path), string(asked.Path)} {
+		if !strings.Contains(line, w) {
+			t.Errorf("the reload's log line does not say %q", w)
+		}
+	}
+	if n, err := d.managedCount(); err != nil || n != 1 {
+		t.Errorf("the daemon reports %d cgroups (%v), want 1: %s alone", n, err, kept.Path)
+	}
+	if _, err := d.tryStat(kept.Path); err != nil {
+		t.Errorf("%s, the running subtree, is no longer managed: %v", kept.Path, err)
+	}
+	if _, err := d.tryStat(asked.Path); err == nil {
+		t.Errorf("%s, the refused subtree, is managed", asked.Path)
+	}
+	if !d.running() {
+		t.Fatalf("memcgd exited: %v", d.err)
+	}
+	d.stop()
+}
+
+// Issue 9, defect 11: a SIGHUP that comes while the daemon starts (here,
+// as soon as it opens its config file) does not kill it: it reloads once
+// it runs.
+func TestDaemonSurvivesSIGHUPWhileStarting(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	within := 5 * time.Second * slow()
+	parent := cgrouptest.New(t, l, 0)
+	d := newDaemon(t, managedConfig(parent.Path, "dirty_background_bytes: 8M, dirty_bytes: 16M, min_free_kbytes: 0"))
+
+	// inotify tells when the daemon opens its config file, which it reads
+	// before anything else it needs to start.
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := os.NewFile(uintptr(fd), "inotify")
+	defer in.Close()
+	if _, err := unix.InotifyAddWatch(fd, d.config, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	d.launch()
+	if err := in.SetReadDeadline(time.Now().Add(readyTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := in.Read(buf); err != nil {
+		t.Fatalf("no open of %s by the daemon: %v", d.config, err)
+	}
+	d.signal(syscall.SIGHUP)
+	if _, ok := poll(within, 5*time.Millisecond, func() bool {
+		c, err := control.Dial(d.socket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil || !d.running()
+	}); !ok || !d.running() {
+		<-d.exited
+		t.Fatalf("memcgd, sent SIGHUP as it opened its config, did not start: %v", d.err)
+	}
+	if _, ok := d.waitLog(0, within, "config reloaded"); !ok {
+		t.Errorf("memcgd, sent SIGHUP as it started, logged no \"config reloaded\" within %v", within)
+	}
+	d.stop()
 }

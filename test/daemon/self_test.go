@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+)
+
+// Issue 9, defect 1: the daemon runs inside a managed cgroup, beside a
+// writer past the freerun ceiling of dirty_bytes 8M. It never freezes that
+// cgroup nor its parent (it would freeze itself, and nothing would thaw
+// it), logs both as "not throttled: holds memcgd", and keeps answering; it
+// still throttles the same writer in a sibling cgroup.
+func TestDaemonNeverFreezesItself(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	within := 5 * time.Second * slow()
+	const limit = 200 * mib
+	parent := cgrouptest.New(t, l, 0)
+	home := parent.Child(t, "memcgd")
+	other := parent.Child(t, "other")
+	for _, c := range []*cgrouptest.Cgroup{home, other} {
+		setLimit(t, l, c, limit)
+		if !hasFreezer(l, c) {
+			t.Fatalf("no freezer reaches %s: the daemon could not throttle it, so the test shows nothing", c.Path)
+		}
+	}
+	dir := diskDir(t)
+	for _, c := range []*cgrouptest.Cgroup{home, other} {
+		c.Start(t, "sh", "-c", `i=0; while :; do dd if=/dev/zero of="$0.$i" bs=1M count=16 2>/dev/null; rm -f "$0.$((i-1))"; i=$((i+1)); sleep 0.05; done`,
+			filepath.Join(dir, filepath.Base(string(c.Path))))
+		// Each pass writes a new file and deletes the one before: new
+		// pages, charged anew, which the daemon's watch sees.
+	}
+
+	d := newDaemon(t, managedConfig(parent.Path, "dirty_bytes: 8M, dirty_background_bytes: 4M, min_free_kbytes: 0"))
+	d.join = joinDirs(l, home)
+	from := len(d.logText())
+	d.start()
+
+	// Watch both freezers that hold the daemon, as fast as they can be
+	// read, until the sibling has been throttled a few times.
+	const pauses = 3
+	var frozenSeen []string
+	var reads int
+	start := time.Now()
+	for asked := start; ; {
+		for _, c := range []*cgrouptest.Cgroup{home, parent} {
+			if f := frozen(t, l, c); len(f) > 0 && len(frozenSeen) < 10 {
+				frozenSeen = append(frozenSeen, fmt.Sprintf("%v: %v", time.Since(start).Round(time.Millisecond), f))
+			}
+		}
+		reads++
+		if time.Since(asked) >= 200*time.Millisecond {
+			asked = time.Now()
+			st, err := d.tryStat(other.Path)
+			if err != nil {
+				t.Fatalf("the daemon no longer answers: %v; its cgroups were frozen: %v", err, frozenSeen)
+			}
+			if st["throttle_pauses"] >= pauses || time.Since(start) > within {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(frozenSeen) > 0 {
+		t.Errorf("the cgroups holding the daemon were frozen (%d reads over %v): %v", reads, time.Since(start).Round(time.Millisecond), frozenSeen)
+	}
+	if n := d.stat(other.Path)["throttle_pauses"]; n < pauses {
+		t.Errorf("memcgd stat %s: throttle_pauses %d within %v, want at least %d: the writer beside the daemon's cgroup is not throttled, so the test shows nothing", other.Path, n, within, pauses)
+	}
+	if n := d.stat(home.Path)["throttle_pauses"]; n != 0 {
+		t.Errorf("memcgd stat %s: throttle_pauses %d, want 0 in the daemon's own cgroup", home.Path, n)
+	}
+	for _, c := range []*cgrouptest.Cgroup{home, parent} {
+		if line, ok := d.waitLog(from, time.Second, "not throttled: holds memcgd", "cgroup="+string(c.Path)); !ok {
+			t.Errorf("no \"not throttled: holds memcgd\" line for %s in the log", c.Path)
+		} else {
+			t.Log(line)
+		}
+	}
+	if n, err := d.managedCount(); err != nil || n != 3 {
+		t.Errorf("the daemon reports %d cgroups (%v), want 3: it no longer answers", n, err)
+	}
+	d.stop()
+}
+
+// joinDirs are the directories a task joins to be in c in every
+// hierarchy: its memory cgroup and, on a hybrid host, the unified and
+// freezer cgroups at the same path that the test created.
+func joinDirs(l cgroupfs.Layout, c *cgrouptest.Cgroup) []string {
+	dirs := []string{c.Dir}
+	if dir, ok := l.UnifiedDir(c.Path); ok && dir != c.Dir {
+		dirs = append(dirs, dir)
+	}
+	if dir, ok := l.FreezerDir(c.Path); ok && dir != c.Dir {
+		dirs = append(dirs, dir)
+	}
+	return dirs
+}

@@ -268,11 +268,16 @@ func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
 var errWatcherClosed = errors.New("watcher closed")
 
 // Watch starts watching cg, or replaces the Wake of a watched cg. The
-// cgroup is reported when its usage crosses w.UsageAbove upwards after
-// this call (one already above is not reported until it has fallen below
-// and risen again, as the kernel's thresholds behave; usage is compared
-// in pages, as the kernel does), when reclaim runs against its own limit,
+// cgroup is reported when its usage is at or above w.UsageAbove when this
+// call arms the threshold, or crosses it upwards later (usage is compared
+// in pages, as the kernel does); when reclaim runs against its own limit;
 // and on v2 when memory.events.local changes or the PSI trigger fires.
+// Reporting usage already above matters because the caller sets the
+// threshold from an earlier observation: a cgroup that filled meanwhile
+// would otherwise go unreported, since the kernel's thresholds (and the
+// v2 poll) signal only crossings. The other conditions are events, not
+// levels, and count only from this call on. A call with the Wake already
+// armed changes nothing and reports nothing.
 // A cgroup removed while watched is reported once and its watch dropped.
 // If cg does not exist the error wraps host.ErrVanished.
 func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
@@ -542,6 +547,17 @@ func (w *Watcher) disarm(wt *watched) {
 		wt.current = -1
 		w.polled--
 	}
+}
+
+// reportIfOver reports wt, through the queue like any other report, if
+// usage, read just after its threshold was armed, is already at or above
+// it; it returns whether it was.
+func (w *Watcher) reportIfOver(wt *watched, usage uint64) bool {
+	over := w.over(usage, wt.wake.UsageAbove)
+	if over {
+		w.report(wt.cg)
+	}
+	return over
 }
 
 // over reports whether usage has reached the threshold as the kernel

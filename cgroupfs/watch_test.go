@@ -276,8 +276,10 @@ func TestWatchDoesNotReportUsageFallingBelowItsThreshold(t *testing.T) {
 	if err := w.Watch(c.Path, host.Wake{UsageAbove: usage - 16*watchMiB}); err != nil {
 		t.Fatal(err)
 	}
-	if awaitReport(w, c.Path, 500*time.Millisecond) {
-		t.Fatalf("reported at arming, with usage %d MiB already above the threshold", usage/watchMiB)
+	// Usage already above the threshold is reported at arming; receive
+	// that report, so that only the fall could report below.
+	if !awaitReport(w, c.Path, 3*time.Second) {
+		t.Fatalf("not reported at arming, with usage %d MiB already above the threshold", usage/watchMiB)
 	}
 	// Removing the file uncharges its page cache: usage falls through the
 	// threshold, which signals the v1 eventfd.
@@ -287,6 +289,64 @@ func TestWatchDoesNotReportUsageFallingBelowItsThreshold(t *testing.T) {
 	if awaitReport(w, c.Path, time.Second) {
 		t.Errorf("usage fell from %d MiB to %d MiB through the threshold of %d MiB: reported, want not",
 			usage/watchMiB, watchUsage(t, l, c.Dir)/watchMiB, (usage-16*watchMiB)/watchMiB)
+	}
+}
+
+// TestWatchReportsUsageAlreadyAboveItsThresholdWhenArmed arms thresholds
+// below the usage a cgroup has already reached, as the agent does when a
+// cgroup fills between its observation and the Watch call. The kernel
+// signals only crossings, so without a read at arming the cgroup would go
+// unreported until the safety scan.
+func TestWatchReportsUsageAlreadyAboveItsThresholdWhenArmed(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	// The report must not come from a v2 usage poll: none runs within the
+	// test. It comes at once; the bound only allows for a loaded machine.
+	const poll, within = time.Minute, 3 * time.Second
+	tests := []struct {
+		name  string
+		first uint64 // UsageAbove armed first, over the usage; 0: none
+		below uint64 // then UsageAbove this far below the usage
+	}{
+		{"a new watch below the usage reports at once", 0, 16 * watchMiB},
+		{"a threshold moved below the usage reports at once", 64 * watchMiB, 16 * watchMiB},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cgrouptest.New(t, l, 256*watchMiB)
+			// A file of its own: pages cached by an earlier case stay
+			// charged to that case's cgroup.
+			cgrouptest.DirtyFile(t, c, filepath.Join(diskDir(t), "data"), 32*watchMiB)
+			if u := watchUsage(t, l, c.Dir); u < 2*tt.below {
+				t.Fatalf("usage %d MiB after writing 32 MiB: the page cache was not charged to the cgroup", u/watchMiB)
+			}
+			w := newWatcher(t, l, cgroupfs.WatcherOptions{UsagePoll: poll})
+			if tt.first != 0 {
+				usage := watchUsage(t, l, c.Dir)
+				if err := w.Watch(c.Path, host.Wake{UsageAbove: usage + tt.first}); err != nil {
+					t.Fatal(err)
+				}
+				if awaitReport(w, c.Path, 200*time.Millisecond) {
+					t.Fatalf("reported at arming with usage %d MiB below the threshold of %d MiB",
+						usage/watchMiB, (usage+tt.first)/watchMiB)
+				}
+			}
+			usage := watchUsage(t, l, c.Dir)
+			start := time.Now()
+			if err := w.Watch(c.Path, host.Wake{UsageAbove: usage - tt.below}); err != nil {
+				t.Fatal(err)
+			}
+			at, ok := awaitReportAt(w, c.Path, within)
+			if !ok {
+				t.Fatalf("usage %d MiB, threshold armed at %d MiB: not reported within %v",
+					usage/watchMiB, (usage-tt.below)/watchMiB, within)
+			}
+			t.Logf("reported %v after Watch", at.Sub(start).Round(time.Microsecond))
+			// One report per arming: the usage, still above, is not
+			// reported again until it falls below and crosses again.
+			if awaitReport(w, c.Path, 300*time.Millisecond) {
+				t.Errorf("reported twice for one arming")
+			}
+		})
 	}
 }
 

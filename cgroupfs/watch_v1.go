@@ -43,6 +43,12 @@ import (
 //   - neither: a crossing downwards; not reported. So is reclaim that
 //     lowering the limit caused, which the agent itself does.
 //
+// The kernel signals a threshold only when usage crosses it: registering
+// one below the current usage signals nothing
+// (mem_cgroup_usage_register_event sets current_threshold from the usage
+// at registration). So armV1 reads usage after registering, and reports
+// the cgroup at once if it is already at or above the threshold.
+//
 // Moving the threshold arms a new eventfd before closing the old one, so
 // that no crossing falls between the two. Closing an eventfd unregisters
 // both of its events (memcg_event_wake on EPOLLHUP, memcg_event_remove).
@@ -74,6 +80,14 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 		unix.Close(efd)
 		return fmt.Errorf("watch: %w", err)
 	}
+	// Read after registering: a crossing from here on signals the
+	// eventfd, and usage already above the threshold, which the kernel
+	// never signals, is seen here.
+	usage, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
+	if err != nil {
+		unix.Close(efd)
+		return fmt.Errorf("watch: %w", err)
+	}
 	token, err := w.add(wt, sourceV1Event, efd, unix.EPOLLIN)
 	if err != nil {
 		unix.Close(efd)
@@ -83,6 +97,7 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 		w.remove(old)
 	}
 	wt.tokens[0], wt.efd, wt.failcnt, wt.wake = token, efd, failcnt, wake
+	w.reportIfOver(wt, usage)
 	return nil
 }
 

@@ -36,7 +36,8 @@ import (
 //   - memory.current, when Wake.UsageAbove is set: v2 has no usage
 //     thresholds, so the loop reads it every UsagePoll with pread(2) into
 //     a reused buffer (a seq_file read at offset 0 regenerates the value,
-//     fs/seq_file.c seq_read_iter), and reports a crossing upwards.
+//     fs/seq_file.c seq_read_iter), and reports a crossing upwards; a
+//     cgroup already above the threshold when it is set is reported then.
 //
 // The hierarchy's root has neither memory.events.local nor memory.current
 // (mm/memcontrol.c, memory_files[]: CFTYPE_NOT_ON_ROOT), so a watch of the
@@ -139,8 +140,9 @@ func (w *Watcher) refusePSI(why error) {
 }
 
 // rearmV2 sets the usage threshold of wt, opening or closing its
-// memory.current as needed. Whether usage is above the new threshold is
-// read now, so that only a crossing after this call is reported, as on v1.
+// memory.current as needed. Usage is read now: if it is already above the
+// new threshold the cgroup is reported at once, as on v1, and the poll
+// reports only a later crossing upwards.
 func (w *Watcher) rearmV2(wt *watched, wake host.Wake) error {
 	if string(wt.cg) == w.layout.Memory.Root {
 		wake.UsageAbove = memcg.NoLimit // no memory.current to poll
@@ -171,7 +173,8 @@ func (w *Watcher) rearmV2(wt *watched, wake host.Wake) error {
 	if err != nil {
 		return err
 	}
-	wt.wake, wt.above = wake, w.over(usage, wake.UsageAbove)
+	wt.wake = wake
+	wt.above = w.reportIfOver(wt, usage)
 	return nil
 }
 

@@ -26,6 +26,10 @@ param() {
 	done
 }
 
+# The kernel creates lo down: without it nothing listens on or reaches
+# 127.0.0.1, where the daemon serves its metrics.
+ip link set lo up || die "ip link set lo up failed"
+
 while read -r m; do
 	insmod "/lib/modules/$m" || die "insmod $m failed"
 done </vm/modules

@@ -3,6 +3,8 @@ package smoke
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,6 +189,45 @@ func TestDiskSlowerThanMemory(t *testing.T) {
 	}
 	if diskRate >= memRate {
 		t.Errorf("disk wrote back at %.1f MB/s, page cache filled at %.1f MB/s: want the disk slower", diskRate/1e6, memRate/1e6)
+	}
+}
+
+// TestLoopbackUp checks that a test can serve and scrape HTTP on
+// 127.0.0.1, as the daemon's metrics tests do: the kernel creates lo down,
+// and init.sh brings it up.
+func TestLoopbackUp(t *testing.T) {
+	inVM(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.1: %v", err)
+	}
+	defer ln.Close()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, err = c.Write([]byte("ok"))
+			c.Close()
+		}
+		accepted <- err
+	}()
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v (is lo up? see test/vm/init.sh)", ln.Addr(), err)
+	}
+	defer c.Close()
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read from %s: %v", ln.Addr(), err)
+	}
+	if err := <-accepted; err != nil {
+		t.Fatalf("accept on %s: %v", ln.Addr(), err)
+	}
+	if string(got) != "ok" {
+		t.Errorf("read %q from %s, want %q", got, ln.Addr(), "ok")
 	}
 }
 

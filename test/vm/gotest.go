@@ -96,7 +96,7 @@ func BuildTests(ctx context.Context, moduleDir string, patterns []string, outDir
 }
 
 // DefaultTestTimeout bounds each test binary inside the VM (-test.timeout).
-const DefaultTestTimeout = 2 * time.Minute
+const DefaultTestTimeout = 6 * time.Minute
 
 // TestJobs builds the test binaries of patterns into outDir (BuildTests) and
 // returns a TestJob for each.

@@ -35,7 +35,7 @@ const (
 	DefaultCPUs      = 2
 	DefaultDiskBytes = 2 << 30
 	DefaultWriteBPS  = 50 << 20
-	DefaultTimeout   = 5 * time.Minute
+	DefaultTimeout   = 20 * time.Minute
 )
 
 // Config describes one VM.

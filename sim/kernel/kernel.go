@@ -73,6 +73,10 @@ type Kernel struct {
 	domainComplPeriod int64
 
 	tickers []ticker
+	timers  []timer
+	// thresholds armed (memcontrol_threshold.go), and the hook they call.
+	watches int
+	onWatch func(k *Kernel, m int32)
 
 	// Events counts processed events.
 	Events int64
@@ -197,6 +201,11 @@ func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
 			if ev.gen == t.gen {
 				k.throttleTimeout(t)
 			}
+		case evTimer:
+			if tm := &k.timers[ev.id]; ev.gen == tm.gen && tm.armed {
+				tm.armed = false
+				tm.f(k)
+			}
 		case evHook:
 			tk := &k.tickers[ev.id]
 			tk.f(k)
@@ -213,6 +222,9 @@ func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
 func (k *Kernel) afterCharge(m int32) {
 	if o := k.opts.Seed001; o != nil {
 		o.check(k, m)
+	}
+	if k.watches > 0 {
+		k.checkThresholds(m)
 	}
 }
 

@@ -33,8 +33,9 @@ type Host struct {
 	// included; Frozen the time some managed cgroup was actually stopped
 	// (timed pauses and held freezes, overlaps counted once per cgroup).
 	Paused, Frozen time.Duration
-	// Freezes counts held freezes.
-	Freezes int64
+	// Freezes counts held freezes; LongestFreeze is the longest.
+	Freezes       int64
+	LongestFreeze time.Duration
 
 	stoppedUntil map[host.Cgroup]kernel.Time // end of the latest timed pause
 	frozenAt     map[host.Cgroup]kernel.Time // start of a held freeze
@@ -160,7 +161,9 @@ func (h *Host) Thaw(_ context.Context, cg host.Cgroup) error {
 		return fmt.Errorf("thaw %s: not frozen", cg)
 	}
 	h.k.ThawCgroup(m)
-	h.Frozen += time.Duration(h.k.Now() - h.frozenAt[cg])
+	held := time.Duration(h.k.Now() - h.frozenAt[cg])
+	h.Frozen += held
+	h.LongestFreeze = max(h.LongestFreeze, held)
 	delete(h.frozenAt, cg)
 	return nil
 }

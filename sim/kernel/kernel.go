@@ -48,6 +48,9 @@ type Options struct {
 	Seed000 *Seed000
 	Seed001 *Seed001
 	Seed004 *Seed004
+	// Throttle2633 replaces the dirty throttle with 2.6.33's
+	// (page_writeback_2633.go).
+	Throttle2633 *Throttle2633
 }
 
 // Kernel is the simulated machine.

@@ -30,6 +30,7 @@ type Task struct {
 	nrDirtied, nrDirtiedPause int64
 	dirtyPausedWhen           Time
 	bdpAgain                  bool
+	written2633               int64 // pages_written of the 2.6.33 throttle's loop
 
 	// try_charge_memcg state kept across sleeps.
 	nrRetries int

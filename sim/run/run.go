@@ -124,6 +124,8 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			opts.Seed001 = &kernel.Seed001{}
 		case scenario.KernelSeed004:
 			opts.Seed004 = &kernel.Seed004{}
+		case scenario.KernelThrottle2633:
+			opts.Throttle2633 = &kernel.Throttle2633{}
 		}
 	}
 	k, err := kernel.New(cfg, opts)

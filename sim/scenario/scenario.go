@@ -98,6 +98,9 @@ const (
 	KernelSeed000 = "seed-000"
 	KernelSeed001 = "seed-001"
 	KernelSeed004 = "seed-004"
+	// KernelThrottle2633 is 2.6.33's dirty throttle in place of 6.x's,
+	// to test explanations of the seeds' older results.
+	KernelThrottle2633 = "throttle-2.6.33"
 )
 
 // Variant is one kernel (stock, with some seed patch sets) or memcgd on the
@@ -588,7 +591,7 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		}
 		vnames[x.Name] = true
 		for j, kv := range v.Kernel {
-			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004))
+			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004, KernelThrottle2633))
 		}
 		if v.Memcgd != nil {
 			x.Memcgd = &Memcgd{

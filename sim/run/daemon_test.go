@@ -104,3 +104,40 @@ func TestDaemonReactionDeterministic(t *testing.T) {
 		t.Fatalf("two runs differ (%d and %d bytes)", len(a), len(b))
 	}
 }
+
+// What the closed loop adds to the contract's timing: at 1 ms the open
+// loop on the same event-driven timing also holds the rule, but at 50 ms
+// of event latency only the closed loop, whose deadlines the driver keeps
+// by its own timers, still does.
+func TestClosedLoopHoldsTheRuleAtFiftyMillisecondsWhereTheOpenLoopDoesNot(t *testing.T) {
+	b, err := scenario.Embedded("daemon-reaction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := scenario.ParseAssignment("variants[5].memcgd.latency=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Parse(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ratio := map[string]float64{}
+	for _, v := range sc.Variants {
+		if v.Name != "closed-trk-50ms" && v.Name != "open-trk-1ms" {
+			continue
+		}
+		r, err := run.Variant(sc, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ratio[v.Name] = float64(r.P99Dirty*4096) / float64(r.DirtyBytes)
+	}
+	t.Logf("50 ms event latency: closed loop p99 %.2f × dirty_bytes, open loop %.2f ×", ratio["closed-trk-50ms"], ratio["open-trk-1ms"])
+	if ratio["closed-trk-50ms"] > 1.25 {
+		t.Errorf("closed loop at 50 ms: p99 %.2f × dirty_bytes, want ≤ 1.25", ratio["closed-trk-50ms"])
+	}
+	if ratio["open-trk-1ms"] <= 1.25 {
+		t.Errorf("open loop at 50 ms: p99 %.2f × dirty_bytes: want it above 1.25, or the closed loop adds nothing here", ratio["open-trk-1ms"])
+	}
+}

@@ -64,7 +64,7 @@ func TestSimCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"seed-999"}, "no embedded scenario \"seed-999\": allowed build-vs-dd, e1-v1"},
+		{[]string{"seed-999"}, "no embedded scenario \"seed-999\": allowed "},
 		{[]string{f, "--set", "cgroups[0].limit=lots"}, "cgroups[0].limit"},
 		{[]string{f, "--set", "nonsense"}, "path=value"},
 		{[]string{f, "--variant", "nope"}, "no such variant"},

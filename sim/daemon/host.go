@@ -29,12 +29,21 @@ type Host struct {
 	// Counters of what the daemon did.
 	WriteOuts, Flushes, Pauses int64
 	Reclaimed                  int64 // bytes
-	Paused                     time.Duration
+	// Paused is the sum of the timed pauses asked for, overlapping ones
+	// included; Frozen the time some managed cgroup was actually stopped
+	// (timed pauses and held freezes, overlaps counted once per cgroup).
+	Paused, Frozen time.Duration
+	// Freezes counts held freezes; LongestFreeze is the longest.
+	Freezes       int64
+	LongestFreeze time.Duration
+
+	stoppedUntil map[host.Cgroup]kernel.Time // end of the latest timed pause
+	frozenAt     map[host.Cgroup]kernel.Time // start of a held freeze
 }
 
 // NewHost wraps k. Cgroup paths are the kernel's cgroup names.
 func NewHost(k *kernel.Kernel) *Host {
-	h := &Host{k: k, ids: map[host.Cgroup]int32{}}
+	h := &Host{k: k, ids: map[host.Cgroup]int32{}, stoppedUntil: map[host.Cgroup]kernel.Time{}, frozenAt: map[host.Cgroup]kernel.Time{}}
 	for m := int32(0); m < int32(k.MemcgCount()); m++ {
 		p := host.Cgroup(k.MemcgName(m))
 		h.ids[p] = m
@@ -118,8 +127,55 @@ func (h *Host) Pause(_ context.Context, cg host.Cgroup, d time.Duration) error {
 	}
 	h.Pauses++
 	h.Paused += d
+	now, end := h.k.Now(), h.k.Now()+kernel.Time(d)
+	if until := h.stoppedUntil[cg]; end > until {
+		h.Frozen += time.Duration(end - max(now, until))
+		h.stoppedUntil[cg] = end
+	}
 	return nil
 }
+
+// Freeze freezes cg until Thaw (cgroup.freeze 1, or the v1 freezer's
+// FROZEN): the closed-loop throttle's freezer.
+func (h *Host) Freeze(_ context.Context, cg host.Cgroup) error {
+	m, err := h.id(cg)
+	if err != nil {
+		return err
+	}
+	if h.k.CgroupFrozen(m) {
+		return fmt.Errorf("freeze %s: already frozen", cg)
+	}
+	h.k.FreezeCgroup(m)
+	h.frozenAt[cg] = h.k.Now()
+	h.Freezes++
+	return nil
+}
+
+// Thaw thaws cg.
+func (h *Host) Thaw(_ context.Context, cg host.Cgroup) error {
+	m, err := h.id(cg)
+	if err != nil {
+		return err
+	}
+	if !h.k.CgroupFrozen(m) {
+		return fmt.Errorf("thaw %s: not frozen", cg)
+	}
+	h.k.ThawCgroup(m)
+	held := time.Duration(h.k.Now() - h.frozenAt[cg])
+	h.Frozen += held
+	h.LongestFreeze = max(h.LongestFreeze, held)
+	delete(h.frozenAt, cg)
+	return nil
+}
+
+// IsFrozen reports whether cg is held frozen.
+func (h *Host) IsFrozen(cg host.Cgroup) bool {
+	m, err := h.id(cg)
+	return err == nil && h.k.CgroupFrozen(m)
+}
+
+// Kernel is the simulated kernel under the Host.
+func (h *Host) Kernel() *kernel.Kernel { return h.k }
 
 // Now is the simulated clock.
 func (h *Host) Now() time.Time { return epoch.Add(time.Duration(h.k.Now())) }

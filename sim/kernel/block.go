@@ -41,6 +41,10 @@ type disk struct {
 
 func (d *disk) full() bool { return d.n >= d.cfg.NrRequests }
 
+// congested is blk_queue_congestion_on_threshold(): at least 7/8 of
+// nr_requests in use.
+func (d *disk) congested() bool { return d.n >= d.cfg.NrRequests-d.cfg.NrRequests/8 }
+
 // submit queues a request at time now; the caller checks full() first.
 func (k *Kernel) submit(di int32, now Time, r request) {
 	d := &k.disks[di]

@@ -32,6 +32,7 @@ const (
 	evThrottleTimeout                  // a task's reclaim_throttle timeout (id: task)
 	evSample                           // the statistics sampler
 	evHook                             // an external driver's tick (the memcgd variant)
+	evTimer                            // an external driver's one-shot timer (id: timer)
 )
 
 type event struct {

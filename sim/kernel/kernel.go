@@ -48,6 +48,9 @@ type Options struct {
 	Seed000 *Seed000
 	Seed001 *Seed001
 	Seed004 *Seed004
+	// Throttle2633 replaces the dirty throttle with 2.6.33's
+	// (page_writeback_2633.go).
+	Throttle2633 *Throttle2633
 }
 
 // Kernel is the simulated machine.
@@ -73,6 +76,10 @@ type Kernel struct {
 	domainComplPeriod int64
 
 	tickers []ticker
+	timers  []timer
+	// thresholds armed (memcontrol_threshold.go), and the hook they call.
+	watches int
+	onWatch func(k *Kernel, m int32)
 
 	// Events counts processed events.
 	Events int64
@@ -197,6 +204,11 @@ func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
 			if ev.gen == t.gen {
 				k.throttleTimeout(t)
 			}
+		case evTimer:
+			if tm := &k.timers[ev.id]; ev.gen == tm.gen && tm.armed {
+				tm.armed = false
+				tm.f(k)
+			}
 		case evHook:
 			tk := &k.tickers[ev.id]
 			tk.f(k)
@@ -213,6 +225,9 @@ func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
 func (k *Kernel) afterCharge(m int32) {
 	if o := k.opts.Seed001; o != nil {
 		o.check(k, m)
+	}
+	if k.watches > 0 {
+		k.checkThresholds(m)
 	}
 }
 

@@ -88,12 +88,20 @@ type Memcg struct {
 	// domainLimit is seed 004's trailing dirty limit (hard_dirty_limit).
 	domainLimit int64
 	limitStamp  Time
+
+	// watchUsage and watchDirtied are a watcher's thresholds in pages
+	// (memcontrol_threshold.go), noLimit when off.
+	watchUsage, watchDirtied int64
+	usageBelow               bool // usage was at or below watchUsage since armed
+	// frozen is cgroup.freeze (v2) or freezer.state FROZEN (v1), held
+	// until thawed (cgroup_freezer.go).
+	frozen bool
 }
 
 func (k *Kernel) addMemcg(parent int32, name string, max, high int64) int32 {
 	id := int32(len(k.memcgs))
 	m := Memcg{Name: name, parent: parent, max: max, high: high, Knobs: memcg.DefaultKnobs(),
-		dirtyInodes: inodeList{nilIdx, nilIdx}}
+		dirtyInodes: inodeList{nilIdx, nilIdx}, watchUsage: noLimit, watchDirtied: noLimit}
 	for i := range m.lru {
 		m.lru[i] = lruList{head: nilIdx, tail: nilIdx}
 	}

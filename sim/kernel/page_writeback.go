@@ -274,6 +274,9 @@ func (k *Kernel) wbMinPause(w int32, maxPause, taskRatelimit, dirtyRatelimit int
 // balanceDirtyPages is balance_dirty_pages() for task t dirtying through
 // wb w. It returns false if t was put to sleep.
 func (k *Kernel) balanceDirtyPages(t *Task, w int32) bool {
+	if k.opts.Throttle2633 != nil {
+		return k.balanceDirtyPages2633(t, w)
+	}
 	now := t.clock
 	g := k.globalDtc()
 	mdtc, hasM := k.memcgDtc(k.wbs[w].memcg, &g, false)

@@ -30,6 +30,7 @@ type Task struct {
 	nrDirtied, nrDirtiedPause int64
 	dirtyPausedWhen           Time
 	bdpAgain                  bool
+	written2633               int64 // pages_written of the 2.6.33 throttle's loop
 
 	// try_charge_memcg state kept across sleeps.
 	nrRetries int
@@ -62,6 +63,9 @@ type Task struct {
 
 	lastIno     int32
 	frozenUntil Time
+	// freezeWait: t is stopped in a held freeze of its cgroup until a
+	// thaw wakes it.
+	freezeWait bool
 }
 
 // ID is the task's index.
@@ -193,8 +197,7 @@ func (k *Kernel) NewInode(di int32) int32 {
 // touched, more than once for writes smaller than a page). It returns the
 // pages written before the task had to sleep or yield.
 func (k *Kernel) Write(t *Task, ino int32, pgoff, n, block int64, accesses int) int64 {
-	if t.frozenUntil > t.clock {
-		k.sleep(t, t.frozenUntil, &t.Paused)
+	if k.stopFrozen(t) {
 		return 0
 	}
 	in := &k.inodes[ino]
@@ -269,8 +272,7 @@ func (k *Kernel) Write(t *Task, ino int32, pgoff, n, block int64, accesses int) 
 // the page cache clean and read from disk in one request per readahead
 // window; the task waits for them.
 func (k *Kernel) Read(t *Task, ino int32, pgoff, n int64) int64 {
-	if t.frozenUntil > t.clock {
-		k.sleep(t, t.frozenUntil, &t.Paused)
+	if k.stopFrozen(t) {
 		return 0
 	}
 	in := &k.inodes[ino]
@@ -295,8 +297,7 @@ func (k *Kernel) Read(t *Task, ino int32, pgoff, n int64) int64 {
 // AllocAnon faults in n anonymous pages for t (it may sleep first and
 // return fewer).
 func (k *Kernel) AllocAnon(t *Task, n int64) int64 {
-	if t.frozenUntil > t.clock {
-		k.sleep(t, t.frozenUntil, &t.Paused)
+	if k.stopFrozen(t) {
 		return 0
 	}
 	var done int64

@@ -101,6 +101,10 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 	}
 	w := sc.Report.Workload
 	base := workload(rs[0], w).Throughput()
+	after := ""
+	if sc.Report.Warmup > 0 {
+		after = fmt.Sprintf(" after %v", sc.Report.Warmup)
+	}
 	var t Table
 	switch sc.Report.Table {
 	case scenario.KernelSeed001:
@@ -175,13 +179,25 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 		}
 		t.Rows = append(t.Rows,
 			row(sc.Report.Focus+" peak dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.PeakDirty) }),
-			row(sc.Report.Focus+" p99 dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.P99Dirty) }),
+			row(sc.Report.Focus+" p99 dirty+writeback"+after+" (MiB)", func(r *run.Result) string { return mib(r.P99Dirty) }),
 			row(sc.Report.Focus+" charges over the limit (v1 failcnt, v2 events max)", func(r *run.Result) string {
 				if sc.Machine.Cgroup == 1 {
 					return fmt.Sprint(r.FocusCounts.Failcnt)
 				}
 				return fmt.Sprint(r.FocusCounts.EventsMax)
 			}))
+		if sc.Report.Warmup > 0 {
+			t.Rows = append(t.Rows, row(fmt.Sprintf("%s peak dirty+writeback in the first %v (MiB)", sc.Report.Focus, sc.Report.Warmup),
+				func(r *run.Result) string { return mib(r.WarmupPeakDirty) }))
+		}
+		if hasDirtyBytes(rs) {
+			t.Rows = append(t.Rows, row(sc.Report.Focus+" p99 dirty+writeback"+after+" / dirty_bytes", func(r *run.Result) string {
+				if r.DirtyBytes == 0 {
+					return "—"
+				}
+				return fmt.Sprintf("%.2f", float64(r.P99Dirty*kernel.PageSize)/float64(r.DirtyBytes))
+			}))
+		}
 	}
 	out := []Table{t}
 	if hasDaemon(rs) {
@@ -201,10 +217,28 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 			dr("reclaimed (MiB)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.1f", float64(s.Reclaimed)/(1<<20)) }),
 			dr("pauses", func(s *run.DaemonStats) string { return fmt.Sprint(s.Pauses) }),
 			dr("pause requested (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Paused.Seconds()) }),
+			dr("held freezes (by RunFor)", func(s *run.DaemonStats) string { return fmt.Sprintf("%d (%d)", s.Freezes, s.DriverFreezes) }),
+			dr("time frozen (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Frozen.Seconds()) }),
+			dr("watcher wake-ups", func(s *run.DaemonStats) string { return fmt.Sprint(s.Wakeups) }),
 		}
+		d.Rows = append(d.Rows, row("steps per simulated s", func(r *run.Result) string {
+			if r.Daemon == nil || r.End <= 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f", float64(r.Daemon.Steps)/r.End.Seconds())
+		}))
 		out = append(out, d)
 	}
 	return out
+}
+
+func hasDirtyBytes(rs []*run.Result) bool {
+	for _, r := range rs {
+		if r.DirtyBytes != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func hasDaemon(rs []*run.Result) bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/policy"
 	"github.com/memcgd/memcgd/sim/daemon"
 	"github.com/memcgd/memcgd/sim/kernel"
 	"github.com/memcgd/memcgd/sim/scenario"
@@ -31,11 +32,16 @@ type Result struct {
 	// PeakDirty is the focus cgroup's largest dirty+writeback sample, and
 	// P99Dirty the 99th percentile, in pages.
 	PeakDirty, P99Dirty int64
-	Vmstat              []kernel.VmstatLine
+	// WarmupPeakDirty is the largest sample before report.warmup; P99Dirty
+	// leaves those samples out.
+	WarmupPeakDirty int64
+	Vmstat          []kernel.VmstatLine
 	// FullFlushes are reclaim's "write everything" requests, MemcgFirst
 	// those seed 000 turned into the reclaiming cgroup's own.
 	FullFlushes, MemcgFirst int64
 	Samples                 []Sample
+	// DirtyBytes is the focus cgroup's dirty_bytes knob, 0 when unset.
+	DirtyBytes uint64
 	// Daemon is the memcgd variant's activity, nil otherwise.
 	Daemon *DaemonStats
 	// Events and PageOps measure the model's work; Wall is not part of
@@ -68,7 +74,13 @@ func (w WorkloadResult) Throughput() float64 {
 type DaemonStats struct {
 	Steps, WriteOuts, Flushes, Pauses, Errors int64
 	Reclaimed                                 int64
-	Paused                                    time.Duration
+	// Paused is the timed pauses asked for (overlaps included); Frozen
+	// the time the managed cgroups were stopped, timed or held.
+	Paused, Frozen time.Duration
+	// Freezes are held freezes by a decision or the driver's RunFor
+	// timer (DriverFreezes of them); Wakeups the watcher's reports;
+	// Violations decisions that broke the policy contract.
+	Freezes, DriverFreezes, DriverThaws, Wakeups, Violations int64
 }
 
 // Sample is one point of the time series, of the focus cgroup.
@@ -112,6 +124,8 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			opts.Seed001 = &kernel.Seed001{}
 		case scenario.KernelSeed004:
 			opts.Seed004 = &kernel.Seed004{}
+		case scenario.KernelThrottle2633:
+			opts.Throttle2633 = &kernel.Throttle2633{}
 		}
 	}
 	k, err := kernel.New(cfg, opts)
@@ -201,10 +215,12 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		}
 	}
 	// The daemon manages the limited cgroups (limited_only: true).
-	var drv *daemon.Driver
+	var (
+		drv     *daemon.Driver
+		loop    *daemon.Loop
+		managed []daemon.Managed
+	)
 	if v.Memcgd != nil {
-		h := daemon.NewHost(k)
-		drv = &daemon.Driver{H: h, Interval: v.Memcgd.Interval, Latency: v.Memcgd.Latency}
 		for m := int32(1); m < int32(k.MemcgCount()); m++ {
 			if !limited[m] {
 				continue
@@ -215,9 +231,21 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 				chain = append([]host.Cgroup{host.Cgroup(k.MemcgName(c))}, chain...)
 				kn = append([]memcg.Knobs{k.Knobs(c)}, kn...)
 			}
-			drv.Managed = append(drv.Managed, daemon.Managed{Chain: chain, Knobs: kn})
+			managed = append(managed, daemon.Managed{Chain: chain, Knobs: kn})
 		}
-		drv.Start(k)
+		h := daemon.NewHost(k)
+		if v.Memcgd.Driver == scenario.DriverDecision {
+			fr := policy.FreezerTimed
+			if v.Memcgd.Freezer == scenario.FreezerHeld {
+				fr = policy.FreezerHeld
+			}
+			loop = &daemon.Loop{H: h, ActiveInterval: v.Memcgd.Interval, Reaction: v.Memcgd.Latency,
+				Tracker: v.Memcgd.Tracker, Freezer: fr, Managed: managed}
+			loop.Start(k)
+		} else {
+			drv = &daemon.Driver{H: h, Interval: v.Memcgd.Interval, Latency: v.Memcgd.Latency, Managed: managed}
+			drv.Start(k)
+		}
 	}
 	focus := ids[sc.Report.Focus]
 	res := &Result{Variant: v.Name, Focus: sc.Report.Focus}
@@ -230,6 +258,9 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		k.Every(0, max(until/200, kernel.Millisecond), func(k *kernel.Kernel) { progress(k.Now(), until) })
 	}
 	res.End = k.Run(until)
+	if loop != nil {
+		loop.Stop()
+	}
 	for i, wl := range sc.Workloads {
 		wr := WorkloadResult{Name: wl.Name, Kind: wl.Kind, Cgroup: wl.Cgroup, Start: kernel.Time(wl.Start), Counts: k.Counters(wts[i].cg)}
 		for _, t := range wts[i].tasks {
@@ -251,18 +282,37 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	res.FocusStat = k.MemoryStat(focus)
 	res.Vmstat = k.Vmstat()
 	res.FullFlushes, res.MemcgFirst = k.WBStartAll()
-	var peaks []int64
+	var after []int64
+	warmup := kernel.Time(sc.Report.Warmup)
 	for _, s := range res.Samples {
-		peaks = append(peaks, s.Dirty+s.Writeback)
+		d := s.Dirty + s.Writeback
+		res.PeakDirty = max(res.PeakDirty, d)
+		if s.T < warmup {
+			res.WarmupPeakDirty = max(res.WarmupPeakDirty, d)
+		} else {
+			after = append(after, d)
+		}
 	}
-	res.PeakDirty, res.P99Dirty = peakAndP99(peaks)
-	if drv != nil {
-		res.Daemon = &DaemonStats{Steps: drv.Steps, WriteOuts: drv.H.WriteOuts, Flushes: drv.H.Flushes,
-			Pauses: drv.H.Pauses, Errors: drv.Errors, Reclaimed: drv.H.Reclaimed, Paused: drv.H.Paused}
+	_, res.P99Dirty = peakAndP99(after)
+	switch {
+	case drv != nil:
+		res.Daemon = daemonStats(drv.H)
+		res.Daemon.Steps, res.Daemon.Errors = drv.Steps, drv.Errors
+	case loop != nil:
+		res.Daemon = daemonStats(loop.H)
+		res.Daemon.Steps, res.Daemon.Errors = loop.Steps, loop.Errors
+		res.Daemon.DriverFreezes, res.Daemon.DriverThaws = loop.DriverFreezes, loop.DriverThaws
+		res.Daemon.Wakeups, res.Daemon.Violations = loop.Wakeups, loop.Violations
 	}
+	res.DirtyBytes = k.Knobs(focus).DirtyBytes
 	res.Events, res.PageOps = k.Events, k.PageOps()
 	res.Wall = time.Since(wall)
 	return res, nil
+}
+
+func daemonStats(h *daemon.Host) *DaemonStats {
+	return &DaemonStats{WriteOuts: h.WriteOuts, Flushes: h.Flushes, Pauses: h.Pauses, Reclaimed: h.Reclaimed,
+		Paused: h.Paused, Frozen: h.Frozen, Freezes: h.Freezes}
 }
 
 func peakAndP99(xs []int64) (peak, p99 int64) {

@@ -158,3 +158,83 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("report is only %d bytes", len(a))
 	}
 }
+
+// Seed 001, step 3: "It used to be all the pages are reclaimed from direct
+// reclaim, and now most of the pages are reclaimed at background." The
+// seed's pg_scan = pg_pgsteal says every page was clean when reclaim met
+// it: the global dirty limit held the cgroup's dirty pages below its
+// limit. So it holds with the embedded scenario's 2G machine (dirty limit
+// 356M under the 500M cgroup), and not on a 32G machine, where the
+// cgroup fills with dirty pages and its writer's own limit reclaim takes
+// each page as its writeback completes, as often as kswapd does.
+func TestSeed001DirtyPagesKswapdTakesReclaimWhenTheDirtyLimitIsBelowTheCgroup(t *testing.T) {
+	b, err := scenario.Embedded("seed-001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := func(memory string) (kswapd float64, stock, patched run.Result) {
+		t.Helper()
+		a, err := scenario.ParseAssignment("machine.memory=" + memory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := scenario.Parse(b, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := map[string]*run.Result{}
+		for _, v := range sc.Variants {
+			if v.Memcgd != nil {
+				continue
+			}
+			r, err := run.Variant(sc, v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs[v.Name] = r
+		}
+		c := rs["memcg-kswapd"].FocusCounts
+		return float64(c.KswapdSteal) / float64(c.KswapdSteal+c.PgPgsteal), *rs["stock"], *rs["memcg-kswapd"]
+	}
+	small, stock, patched := share("2G")
+	t.Logf("2G: kswapd takes %.1f%%; stock pg_scan %d, pg_pgsteal %d, allocstall %d; patched allocstall %d",
+		100*small, stock.FocusCounts.PgScan, stock.FocusCounts.PgPgsteal, stock.FocusCounts.Allocstall, patched.FocusCounts.Allocstall)
+	if small < 0.95 {
+		t.Errorf("2G machine: kswapd takes %.1f%% of reclaim, want ≥ 95%% (seed: 5121516 of 5121548)", 100*small)
+	}
+	if s := stock.FocusCounts; s.PgScan > s.PgPgsteal*11/10 {
+		t.Errorf("2G stock: pg_scan %d against pg_pgsteal %d: want each page scanned once, as in the seed", s.PgScan, s.PgPgsteal)
+	}
+	if patched.FocusCounts.Allocstall*100 > stock.FocusCounts.Allocstall {
+		t.Errorf("2G: allocstall %d with seed 001 against %d stock: want almost none (seed: 1 against 158009)", patched.FocusCounts.Allocstall, stock.FocusCounts.Allocstall)
+	}
+	big, _, _ := share("32G")
+	t.Logf("32G: kswapd takes %.1f%%", 100*big)
+	if big > 0.5 {
+		t.Errorf("32G machine: kswapd takes %.1f%%: the global dirty limit is above the cgroup's, so its pages are dirty at the tail and the writer's own reclaim should take most", 100*big)
+	}
+}
+
+// Seed 004, Vivek Goyal: "For me even with this version I see that group
+// with 100M limit is getting much more BW" (205-217 MB/s against 77 in
+// the root). The thread's numbers put the cause in the disk: the 100M
+// cgroup must have written ≥ 3.9G to disk in 21 s, while the root run
+// cannot have written faster than 77 MB/s. This checks the model's side
+// of docs/sim.md's explanation: with a disk whose bandwidth does not
+// depend on who submits the writes, neither the 6.x throttle nor 2.6.33's
+// (the dirtier writing back itself, congestion_wait) slows the root dd
+// below the disk's rate, so the order stays root first.
+func TestSeed004AnomalyNeedsADiskLossNotTheThrottle(t *testing.T) {
+	sc, rs, _ := runEmbedded(t, "seed-004")
+	disk := float64(sc.Disks[0].WriteBandwidth)
+	for _, v := range []string{"stock", "stock-2.6.33"} {
+		root, test1 := wl(rs[v], "dd-root").Throughput(), wl(rs[v], "dd-test1").Throughput()
+		t.Logf("%s: root %.1f MB/s, /test1 %.1f MB/s, disk %.1f", v, root/1e6, test1/1e6, disk/1e6)
+		if root < disk || root <= test1 {
+			t.Errorf("%s: root %.1f MB/s, /test1 %.1f MB/s, disk %.1f: want the root at least at the disk's rate and ahead", v, root/1e6, test1/1e6, disk/1e6)
+		}
+	}
+	if p := wl(rs["stock-2.6.33"], "dd-root").Pauses; p == 0 {
+		t.Errorf("stock-2.6.33: the root dd never entered the old throttle's congestion_wait")
+	}
+}

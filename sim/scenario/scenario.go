@@ -98,6 +98,9 @@ const (
 	KernelSeed000 = "seed-000"
 	KernelSeed001 = "seed-001"
 	KernelSeed004 = "seed-004"
+	// KernelThrottle2633 is 2.6.33's dirty throttle in place of 6.x's,
+	// to test explanations of the seeds' older results.
+	KernelThrottle2633 = "throttle-2.6.33"
 )
 
 // Variant is one kernel (stock, with some seed patch sets) or memcgd on the
@@ -113,11 +116,30 @@ type Variant struct {
 
 // Memcgd is the daemon's reaction model.
 type Memcgd struct {
+	// Driver is DriverTick (every managed cgroup stepped each Interval,
+	// acting Latency after the observation: the agent before issue 7) or
+	// DriverDecision (the policy.Decision contract: steps when NextLook
+	// passes or the watcher reports, Latency after the trigger).
+	Driver string
 	// Interval is the step interval of an active cgroup
 	// (--active-interval); Latency is the delay from the kernel's state
-	// to the daemon acting on it (reading cgroupfs, the syscalls).
+	// to the daemon acting on it (the event latency: queueing, reading
+	// cgroupfs, the syscalls).
 	Interval, Latency time.Duration
+	// Tracker: a dirtied-bytes tracker wakes the driver (DriverDecision).
+	Tracker bool
+	// Freezer is FreezerTimed (open-loop pauses) or FreezerHeld (the
+	// closed loop; DriverDecision only).
+	Freezer string
 }
+
+// The memcgd drivers and freezers.
+const (
+	DriverTick     = "tick"
+	DriverDecision = "decision"
+	FreezerTimed   = "timed"
+	FreezerHeld    = "held"
+)
 
 // Report says what to show.
 type Report struct {
@@ -127,6 +149,9 @@ type Report struct {
 	// Focus is the cgroup the time series follows; Workload the task whose
 	// throughput and stalls are reported.
 	Focus, Workload string
+	// Warmup leaves the samples before it out of the p99 of dirty pages:
+	// the start, before a daemon has seen the cgroup, is reported apart.
+	Warmup time.Duration
 }
 
 // Names lists the embedded scenarios.
@@ -255,14 +280,18 @@ type variantT struct {
 }
 
 type memcgdT struct {
+	Driver   scalar `yaml:"driver"`
 	Interval scalar `yaml:"interval"`
 	Latency  scalar `yaml:"latency"`
+	Tracker  scalar `yaml:"tracker"`
+	Freezer  scalar `yaml:"freezer"`
 }
 
 type reportT struct {
 	Table    scalar `yaml:"table"`
 	Focus    scalar `yaml:"focus"`
 	Workload scalar `yaml:"workload"`
+	Warmup   scalar `yaml:"warmup"`
 }
 
 // Error is a validation error at a line of the scenario.
@@ -562,12 +591,21 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		}
 		vnames[x.Name] = true
 		for j, kv := range v.Kernel {
-			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004))
+			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004, KernelThrottle2633))
 		}
 		if v.Memcgd != nil {
 			x.Memcgd = &Memcgd{
 				Interval: p.duration(w+".memcgd.interval", v.Memcgd.Interval, 50*time.Millisecond),
 				Latency:  p.duration(w+".memcgd.latency", v.Memcgd.Latency, time.Millisecond),
+				Driver:   p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision),
+				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "false", "true", "false") == "true",
+				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, FreezerTimed, FreezerTimed, FreezerHeld),
+			}
+			if x.Memcgd.Driver == DriverTick && x.Memcgd.Freezer == FreezerHeld && p.err == nil {
+				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "timed with driver tick (held needs driver decision)")
+			}
+			if x.Memcgd.Driver == DriverTick && x.Memcgd.Tracker && p.err == nil {
+				p.fail(w+".memcgd.tracker", v.Memcgd.Tracker, "false with driver tick (a tracker needs driver decision)")
 			}
 			if x.Memcgd.Interval <= 0 && p.err == nil {
 				p.fail(w+".memcgd.interval", v.Memcgd.Interval, "a positive duration such as 50ms")
@@ -583,6 +621,7 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		Table:    p.oneOf("report.table", f.Report.Table, "summary", "summary", KernelSeed000, KernelSeed001, KernelSeed004),
 		Focus:    f.Report.Focus.Value,
 		Workload: f.Report.Workload.Value,
+		Warmup:   p.duration("report.warmup", f.Report.Warmup, 0),
 	}
 	if s.Report.Workload == "" && len(s.Workloads) > 0 {
 		s.Report.Workload = s.Workloads[0].Name

@@ -380,7 +380,10 @@ func TestWatchCoalescesReportsUntilReceived(t *testing.T) {
 	// Reclaim signals the cgroup many times (every 512 pages scanned on
 	// v1, every memory.max event on v2) while nobody receives.
 	cgrouptest.DirtyFile(t, c, filepath.Join(disk, "data"), 64*watchMiB)
-	time.Sleep(200 * time.Millisecond)
+	// Wait past one PSI trigger window (1 s) as well: on v2 the trigger
+	// reports a stall up to a window after it, and such a late report is
+	// a new one, not one the queue failed to coalesce.
+	time.Sleep(1500 * time.Millisecond)
 	if !awaitReport(w, c.Path, time.Second) {
 		t.Fatal("not reported")
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
-	"github.com/memcgd/memcgd/cgroupfs/sandbox"
+	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
 )
 

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/sandbox"
+	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
 )
 

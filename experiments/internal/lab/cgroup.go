@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/sandbox"
+	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
 )
 

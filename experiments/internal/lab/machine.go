@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/format"
-	"github.com/memcgd/memcgd/cgroupfs/sandbox"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // DropCaches writes all dirty data back (sync) and drops the clean page

@@ -79,7 +79,7 @@ type Cgroup struct {
 // path in the unified hierarchy, for PSI and cgroup.freeze, and in the v1
 // freezer hierarchy, each only when that path is beneath the test process's
 // own cgroup in that hierarchy; missing directories on the way are created
-// and removed again (cgroupfs/sandbox).
+// and removed again (internal/sandbox).
 //
 // On v2 a child gets memory files only if its parent's
 // cgroup.subtree_control enables memory. New enables memory (and io, when

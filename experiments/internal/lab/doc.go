@@ -7,7 +7,7 @@
 // v2; with -vm (vm.go) an experiment runs inside a test VM (test/vm)
 // instead of on this machine.
 //
-// Cgroups are made and removed by cgroupfs/sandbox, as the real-kernel
+// Cgroups are made and removed by internal/sandbox, as the real-kernel
 // tests' cgroupfs/cgrouptest does: the experiments are plain programs that
 // must also clean up after an error or an interrupt. Everything a Lab
 // creates is removed by Lab.Close, which the programs defer; it never

@@ -16,8 +16,8 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/format"
-	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // The helper writer: the test binary run again with these variables set

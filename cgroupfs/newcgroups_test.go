@@ -17,8 +17,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
-	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // reportBound is how soon a new or removed cgroup must be reported: issue

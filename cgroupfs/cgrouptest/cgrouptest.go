@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // procRoot is where the tests read their own cgroups.

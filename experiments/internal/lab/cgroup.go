@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/internal/sandbox"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // settle bounds how long a command's output may outlive it.

@@ -98,7 +98,7 @@ func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal
 	}
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
 		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
-		fast:            newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
+		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
 	fs.readers.New = func() any { return NewReader(l) }
 	return fs, nil
 }

@@ -70,8 +70,9 @@ type FSOptions struct {
 	// NoTracker is why Tracker is nil (its load error, or "disabled by
 	// --no-tracker"), for DirtyPath.
 	NoTracker string
-	// TrackerWriteOut bounds the write-out of the files the tracker
-	// recorded, per WriteOut call (DefaultTrackerWriteOut when 0).
+	// TrackerWriteOut bounds how long WriteOut goes on starting the
+	// write-out of files the tracker recorded (DefaultTrackerWriteOut
+	// when 0); each file's sync_file_range is bounded by IO.
 	TrackerWriteOut time.Duration
 }
 

@@ -76,25 +76,26 @@ func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet
 	if len(devs) == 0 {
 		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, fs.trackerWriteOut)
+	// The budget stops new files from being started; one started runs
+	// to its end, bounded by fs.bio (sync_file_range may wait for room
+	// in the device's request queue).
+	budget, cancel := context.WithTimeout(ctx, fs.trackerWriteOut)
 	defer cancel()
 	var started atomic.Int64
 	var errs []error
 	for _, dev := range devs {
+		if budget.Err() != nil {
+			break // the rest waits for the next write-out, or the flush
+		}
 		group := byDev[dev]
 		var werr error
 		err := fs.bio.do(ctx, ioKey{'d', dev}, func() {
 			var res dirtytrack.WriteOutResult
-			res, werr = fs.fast.tr.WriteOutInodes(ctx, group)
+			res, werr = fs.fast.tr.WriteOutInodes(budget, group)
 			started.Add(int64(res.Files))
 		})
-		if err == nil {
+		if err == nil && !errors.Is(werr, context.DeadlineExceeded) {
 			err = werr
-		}
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			// The budget ran out: the rest waits for the next
-			// write-out, or the flush.
-			break
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -112,7 +113,9 @@ func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet
 // otherwise from inotify (WatchNewCgroups). A removed cgroup is forgotten
 // (Forget) before it is reported. Reports never block the sources: past
 // DefaultNewCgroupsQueue waiting ones they are dropped and a Rescan is
-// sent once there is room. It may be called once.
+// sent once there is room. With the tracker, a cgroup created a moment
+// before the call may be reported too (its event was still queued). It
+// may be called once.
 func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error) {
 	if !fs.notifying.CompareAndSwap(false, true) {
 		return nil, errors.New("cgroup events: already started")

@@ -202,34 +202,38 @@ func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
 // dispatch reads the tracker's events until the tracker is closed.
 func (f *fastPath) dispatch() {
 	for ev := range f.tr.Events() {
-		switch ev.Kind {
-		case dirtytrack.Wake:
+		f.handle(ev)
+	}
+}
+
+// handle hands a wake-up to the Watcher, and a mkdir or rmdir beneath the
+// managed subtree to the notifier, forgetting a removed cgroup first.
+func (f *fastPath) handle(ev dirtytrack.Event) {
+	switch ev.Kind {
+	case dirtytrack.Wake:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if cg, ok := f.cgs[ev.ID]; ok && f.wake != nil {
+			f.wake(cg)
+		}
+	case dirtytrack.Mkdir, dirtytrack.Rmdir:
+		cg := host.Cgroup(ev.Path)
+		if !beneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
+			return
+		}
+		removed := ev.Kind == dirtytrack.Rmdir
+		if removed {
+			// The tracker has unwatched the id already.
 			f.mu.Lock()
-			cg, ok := f.cgs[ev.ID]
-			wake := f.wake
-			if ok && wake != nil {
-				wake(cg)
-			}
+			delete(f.counted, ev.ID)
 			f.mu.Unlock()
-		case dirtytrack.Mkdir, dirtytrack.Rmdir:
-			cg := host.Cgroup(ev.Path)
-			if !beneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
-				continue
-			}
-			removed := ev.Kind == dirtytrack.Rmdir
-			if removed {
-				// The tracker has unwatched the id already.
-				f.mu.Lock()
-				delete(f.counted, ev.ID)
-				f.mu.Unlock()
-				f.forget(cg, ev.ID)
-			}
-			f.mu.Lock()
-			notify := f.notify
-			f.mu.Unlock()
-			if notify != nil {
-				notify(host.CgroupEvent{Cgroup: cg, Removed: removed})
-			}
+			f.forget(cg, ev.ID)
+		}
+		f.mu.Lock()
+		notify := f.notify
+		f.mu.Unlock()
+		if notify != nil {
+			notify(host.CgroupEvent{Cgroup: cg, Removed: removed})
 		}
 	}
 }

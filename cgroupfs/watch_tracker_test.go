@@ -34,9 +34,12 @@ var (
 // Dirtied, then Watch with a DirtiedAbove 1 MiB on. It prints the test
 // process's CPU time per second, the psimon threads and their CPU time,
 // open files, RSS and kernel memory. Heavy: it runs only when -run names
-// it.
+// it. Its modes are subtests: fallback (no tracker: PSI trigger on v2,
+// usage watch), tracker+usage, tracker-alone; the VM's two-minute limit
+// per test binary fits one or two at 10,000 cgroups.
 //
 //	go test ./cgroupfs -run TestTrackedWatcherIdleCost -v [-fastpath.cgroups 10000] [-fastpath.idle 10s]
+//	go run ./test/vm/cmd/vmrun -cgroup v2 -mem 4096 -pkg ./cgroupfs -run 'TestTrackedWatcherIdleCost/tracker'
 func TestTrackedWatcherIdleCost(t *testing.T) {
 	if !strings.Contains(flag.Lookup("test.run").Value.String(), "TestTrackedWatcherIdleCost") {
 		t.Skip("heavy measurement: runs only when -run names TestTrackedWatcherIdleCost")
@@ -83,68 +86,70 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 		tracker *dirtytrack.Tracker
 		usage   bool
 	}{
-		{"fallback: no tracker, usage watch", nil, true},
-		{"tracker + usage watch", tr, true},
-		{"tracker alone", tr, false},
+		{"fallback", nil, true},
+		{"tracker+usage", tr, true},
+		{"tracker-alone", tr, false},
 	} {
-		fds0, kernel0 := openFiles(t), watchKernelMemory(t)
-		fs := trackedFS(t, l, "/", nil, mode.tracker)
-		w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := row{mode: mode.name}
-		start := time.Now()
-		for _, cg := range cgs {
-			wake := host.Wake{UsageAbove: memcg.NoLimit}
-			if mode.usage {
-				wake.UsageAbove = 64 << 20 // an empty cgroup never reaches it
-			}
-			if mode.tracker != nil {
-				d, err := fs.Dirtied(t.Context(), cg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wake.DirtiedAbove = d + 1<<20
-			}
-			if err := w.Watch(cg, wake); err != nil {
+		t.Run(mode.name, func(t *testing.T) {
+			fds0, kernel0 := openFiles(t), watchKernelMemory(t)
+			fs := trackedFS(t, l, "/", nil, mode.tracker)
+			w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		r.arm = time.Since(start)
-		r.fds = openFiles(t) - fds0
-		r.kernel = watchKernelMemory(t) - kernel0
-		reports := make(chan int)
-		go func() {
-			k := 0
-			for range w.Events() {
-				k++
-			}
-			reports <- k
-		}()
-		time.Sleep(time.Second)
-		goruntime.GC()
-		ps0 := psimonCPU(t)
-		cpu0, wall0 := cpuTime(t), time.Now()
-		time.Sleep(*fastIdle)
-		r.cpu, r.wall = cpuTime(t)-cpu0, time.Since(wall0)
-		ps1 := psimonCPU(t)
-		r.psimon, r.psimonCPU = len(ps1), sumNew(ps0, ps1)
-		r.rss = watchRSS(t)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r.reports = <-reports
-		if mode.tracker != nil {
-			// Stop counting, so that the next mode starts clean.
+			r := row{mode: mode.name}
+			start := time.Now()
 			for _, cg := range cgs {
-				fs.Forget(cg)
+				wake := host.Wake{UsageAbove: memcg.NoLimit}
+				if mode.usage {
+					wake.UsageAbove = 64 << 20 // an empty cgroup never reaches it
+				}
+				if mode.tracker != nil {
+					d, err := fs.Dirtied(t.Context(), cg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wake.DirtiedAbove = d + 1<<20
+				}
+				if err := w.Watch(cg, wake); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		rows = append(rows, r)
-		if r.reports != 0 {
-			t.Errorf("%s: %d reports of idle cgroups", mode.name, r.reports)
-		}
+			r.arm = time.Since(start)
+			r.fds = openFiles(t) - fds0
+			r.kernel = watchKernelMemory(t) - kernel0
+			reports := make(chan int)
+			go func() {
+				k := 0
+				for range w.Events() {
+					k++
+				}
+				reports <- k
+			}()
+			time.Sleep(time.Second)
+			goruntime.GC()
+			ps0 := psimonCPU(t)
+			cpu0, wall0 := cpuTime(t), time.Now()
+			time.Sleep(*fastIdle)
+			r.cpu, r.wall = cpuTime(t)-cpu0, time.Since(wall0)
+			ps1 := psimonCPU(t)
+			r.psimon, r.psimonCPU = len(ps1), sumNew(ps0, ps1)
+			r.rss = watchRSS(t)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r.reports = <-reports
+			if mode.tracker != nil {
+				// Stop counting, so that the next mode starts clean.
+				for _, cg := range cgs {
+					fs.Forget(cg)
+				}
+			}
+			rows = append(rows, r)
+			if r.reports != 0 {
+				t.Errorf("%s: %d reports of idle cgroups", mode.name, r.reports)
+			}
+		})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d idle cgroups, idle %v per row\n", l.Memory.Version, goruntime.NumCPU(), n, *fastIdle)

@@ -17,8 +17,9 @@ import (
 // Watcher and mkdir/rmdir to the cgroup notifier. With a nil tracker it
 // only keeps the freezer directories FS made (FS.Freeze).
 //
-// Lock order: fastPath.mu, then the Watcher's mu (the wake sink takes it);
-// never the other way round.
+// Locks: fastPath.mu is held over its maps and the tracker's calls (the
+// Tracker's mu is a leaf), never while calling a sink (the wake sink takes
+// the Watcher's mu, which its loop holds through a usage-poll pass).
 type fastPath struct {
 	tr     *dirtytrack.Tracker // nil: the fallback
 	reason string              // why the fallback
@@ -211,10 +212,14 @@ func (f *fastPath) dispatch() {
 func (f *fastPath) handle(ev dirtytrack.Event) {
 	switch ev.Kind {
 	case dirtytrack.Wake:
+		// The sink takes the Watcher's mu, which its loop holds through
+		// a pass of the usage poll: not under f.mu, which Dirtied needs.
 		f.mu.Lock()
-		defer f.mu.Unlock()
-		if cg, ok := f.cgs[ev.ID]; ok && f.wake != nil {
-			f.wake(cg)
+		cg, ok := f.cgs[ev.ID]
+		wake := f.wake
+		f.mu.Unlock()
+		if ok && wake != nil {
+			wake(cg)
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)

@@ -36,8 +36,9 @@ func (fs *FS) NewWatcher(opts WatcherOptions) (*TrackedWatcher, error) {
 	}
 	tw := &TrackedWatcher{Watcher: w, fast: fs.fast}
 	if fs.fast.tr != nil {
-		// Called by the tracker's dispatcher with fastPath.mu held:
-		// the lock order is fastPath.mu, then the Watcher's mu.
+		// Called by the tracker's dispatcher, with no lock held. It
+		// may run after Close (the sink is removed then), hence the
+		// closed check.
 		fs.fast.setWake(func(cg host.Cgroup) {
 			w.mu.Lock()
 			defer w.unlock()

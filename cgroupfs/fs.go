@@ -2,11 +2,14 @@ package cgroupfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -22,13 +25,21 @@ type FS struct {
 	journal  *Journal
 	bio      *BoundedIO
 	flusher  *Flusher
+	fast     *fastPath // the tracker's share; fastpath.go
+	// trackerWriteOut is FSOptions.TrackerWriteOut.
+	trackerWriteOut time.Duration
+	log             *slog.Logger
+	notifying       atomic.Bool // CgroupEvents was called
 
 	readers sync.Pool // *Reader: each is single-goroutine
 }
 
 var (
-	_ host.Host         = (*FS)(nil)
-	_ host.DirtyCounter = (*FS)(nil)
+	_ host.Host           = (*FS)(nil)
+	_ host.DirtyCounter   = (*FS)(nil)
+	_ host.FastPath       = (*FS)(nil)
+	_ host.Freezer        = (*FS)(nil)
+	_ host.CgroupNotifier = (*FS)(nil)
 )
 
 // NewFS returns the host for the cgroups beneath under in layout l, with
@@ -51,7 +62,24 @@ type FSOptions struct {
 	// Log receives the outcome of flushes, which finish after Flush
 	// returns; nil discards it.
 	Log *slog.Logger
+	// Tracker is the eBPF dirty tracker, loaded by the caller
+	// (dirtytrack.Load), who closes it after FS's last use; nil is the
+	// fallback: Dirtied scans /proc, WriteOut sees only open files, and
+	// new cgroups are found by inotify. docs/fastpath.md.
+	Tracker *dirtytrack.Tracker
+	// NoTracker is why Tracker is nil (its load error, or "disabled by
+	// --no-tracker"), for DirtyPath.
+	NoTracker string
+	// TrackerWriteOut bounds how long WriteOut goes on starting the
+	// write-out of files the tracker recorded (DefaultTrackerWriteOut
+	// when 0); each file's sync_file_range is bounded by IO.
+	TrackerWriteOut time.Duration
 }
+
+// DefaultTrackerWriteOut is the default of FSOptions.TrackerWriteOut:
+// sync_file_range(SYNC_FILE_RANGE_WRITE) queues I/O without waiting for
+// it, a few microseconds a file, so 50 ms is thousands of files.
+const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
 func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
@@ -63,7 +91,15 @@ func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal
 	if err != nil {
 		return nil, err
 	}
-	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl}
+	switch {
+	case opts.TrackerWriteOut < 0:
+		return nil, fmt.Errorf("fs options: TrackerWriteOut %v: want 0 (default %v) or more", opts.TrackerWriteOut, DefaultTrackerWriteOut)
+	case opts.TrackerWriteOut == 0:
+		opts.TrackerWriteOut = DefaultTrackerWriteOut
+	}
+	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
+		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
+		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
 	fs.readers.New = func() any { return NewReader(l) }
 	return fs, nil
 }
@@ -108,8 +144,17 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 }
 
 // WriteOut starts write-out of cg's own files; see the package function.
+// With the tracker it then writes out the files the tracker recorded for
+// cg that the /proc scan did not find (closed since, or never open in a
+// task of cg now), within FSOptions.TrackerWriteOut; they count in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
-	return WriteOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+	out, done, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+	if fs.fast.tr == nil || errors.Is(err, host.ErrVanished) {
+		return out, err
+	}
+	n, terr := fs.writeOutTracked(ctx, cg, done)
+	out.Files += n
+	return out, errors.Join(err, terr)
 }
 
 // Flush starts a full flush of a filesystem cg writes to, if the
@@ -139,13 +184,23 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 	if fs.journal == nil {
 		return fmt.Errorf("pause %s: read-only host has no journal", cg)
 	}
-	return Pause(ctx, fs.layout, cg, d, fs.journal)
+	var made []string
+	err := pause(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
+	fs.fast.froze(cg, made, err)
+	return err
 }
 
 // Now is the wall clock.
 func (fs *FS) Now() time.Time { return time.Now() }
 
-// Dirtied counts the bytes cg's tasks have dirtied; see the package function.
+// Dirtied counts the bytes cg's tasks have dirtied. With the tracker it
+// is the tracker's monotonic counter of the bytes dirtied in cg's subtree
+// since FS first asked (the first call starts it, at 0); otherwise the
+// sum over cg's tasks of /proc/PID/io (the package function), which falls
+// when a task exits.
 func (fs *FS) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
+	if fs.fast.tr != nil {
+		return fs.fast.dirtied(cg)
+	}
 	return Dirtied(ctx, fs.procRoot, fs.layout, cg)
 }

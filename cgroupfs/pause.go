@@ -86,10 +86,18 @@ type Frozen struct {
 // When ctx ends, the episode ends (End) at once, from another goroutine:
 // the cgroup is never left frozen past its caller.
 func Freeze(ctx context.Context, l Layout, cg host.Cgroup, j *Journal) (*Frozen, error) {
+	return freeze(ctx, l, "", cg, j, nil)
+}
+
+// freeze is Freeze; with a procRoot, a v1 memory cgroup that only the v1
+// freezer can hold gets its freezer cgroup made and its tasks swept into
+// it first (EnsureFreezer; docs/freezer.md), and made receives the
+// directories created.
+func freeze(ctx context.Context, l Layout, procRoot string, cg host.Cgroup, j *Journal, made *[]string) (*Frozen, error) {
 	if j == nil {
 		return nil, fmt.Errorf("freeze %s: a freeze needs a journal; got nil", cg)
 	}
-	fz, err := freezerOf(l, cg)
+	fz, err := freezerOf(l, procRoot, cg, made)
 	if err != nil {
 		return nil, fmt.Errorf("freeze %s: %w", cg, err)
 	}
@@ -167,6 +175,11 @@ func (f *Frozen) End() error {
 // error). Pause thaws even when ctx is cancelled during the pause, and
 // then returns ctx's error.
 func Pause(ctx context.Context, l Layout, cg host.Cgroup, d time.Duration, j *Journal) error {
+	return pause(ctx, l, "", cg, d, j, nil)
+}
+
+// pause is Pause through freeze, with its procRoot and made.
+func pause(ctx context.Context, l Layout, procRoot string, cg host.Cgroup, d time.Duration, j *Journal, made *[]string) error {
 	if d < 0 {
 		return fmt.Errorf("pause %s: duration %v: want 0 or more (at most %v)", cg, d, MaxPause)
 	}
@@ -177,7 +190,7 @@ func Pause(ctx context.Context, l Layout, cg host.Cgroup, d time.Duration, j *Jo
 	if d == 0 {
 		return nil
 	}
-	f, err := Freeze(ctx, l, cg, j)
+	f, err := freeze(ctx, l, procRoot, cg, j, made)
 	if errors.Is(err, ErrFrozenByOther) {
 		return nil
 	}
@@ -214,7 +227,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 // cgroup at the same path in another hierarchy is only used if it holds no
 // task outside the memory cgroup, so a pause never stops an unrelated
 // task.
-func freezerOf(l Layout, cg host.Cgroup) (freezer, error) {
+//
+// With a procRoot, on a v1 memory hierarchy with a v1 freezer hierarchy
+// and no unified cgroup.freeze, EnsureFreezer runs first, before every
+// freeze (the re-sweep of tasks that joined since), and its
+// *ThrottleUnavailable is returned as is; made receives the directories
+// it created. Without a freezer at all the error is a *ThrottleUnavailable.
+func freezerOf(l Layout, procRoot string, cg host.Cgroup, made *[]string) (freezer, error) {
 	memDir := l.Memory.Dir(cg)
 	var tried []string
 	if dir, ok := l.UnifiedDir(cg); ok {
@@ -225,6 +244,15 @@ func freezerOf(l Layout, cg host.Cgroup) (freezer, error) {
 			return fz, sameTasks(dir, memDir)
 		}
 		tried = append(tried, file)
+	}
+	if procRoot != "" && l.Memory.Version == V1 {
+		m, err := EnsureFreezer(l, procRoot, cg)
+		if made != nil {
+			*made = append(*made, m.Made...)
+		}
+		if err != nil {
+			return freezer{}, err
+		}
 	}
 	if dir, ok := l.FreezerDir(cg); ok {
 		file := filepath.Join(dir, fileFreezerV1)
@@ -237,6 +265,9 @@ func freezerOf(l Layout, cg host.Cgroup) (freezer, error) {
 			return fz, sameTasks(dir, memDir)
 		}
 		tried = append(tried, file)
+	}
+	if len(tried) == 0 && procRoot != "" {
+		return freezer{}, &ThrottleUnavailable{Cgroup: cg, Reason: "no cgroup.freeze at this path in a unified hierarchy, and no v1 freezer hierarchy is mounted"}
 	}
 	if len(tried) == 0 {
 		return freezer{}, fmt.Errorf("no freezer has the cgroup (no cgroup.freeze in a unified hierarchy, "+

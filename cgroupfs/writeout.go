@@ -33,20 +33,27 @@ import (
 // Dirty pages of files the cgroup's tasks no longer have open are out of
 // reach: that is what Flush is for.
 func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg host.Cgroup) (host.WriteOut, error) {
+	out, _, err := writeOut(ctx, bio, procRoot, l, cg)
+	return out, err
+}
+
+// writeOut is WriteOut, also returning the files it started (FS.WriteOut
+// skips them among the tracker's).
+func writeOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg host.Cgroup) (host.WriteOut, *fileSet, error) {
+	done := newFileSet()
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
-		return host.WriteOut{}, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
+		return host.WriteOut{}, done, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
 	}
 	dirty, err := dirtyBytes(l.Memory.Version, dir)
 	if err != nil {
-		return host.WriteOut{}, fmt.Errorf("write out %s: %w", cg, err)
+		return host.WriteOut{}, done, fmt.Errorf("write out %s: %w", cg, err)
 	}
 	files, mounts, err := listFiles(ctx, bio, procRoot, dir, true)
 	if err != nil {
-		return host.WriteOut{}, fmt.Errorf("write out %s: %w", cg, err)
+		return host.WriteOut{}, done, fmt.Errorf("write out %s: %w", cg, err)
 	}
 	out := host.WriteOut{Bytes: dirty}
-	done := newFileSet()
 	var errs []error
 	// One bounded operation per filesystem, not per file: a handoff to
 	// a goroutine costs more than the system calls for a file, and a
@@ -73,9 +80,9 @@ func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg
 		out.Files += started
 	}
 	if err := errors.Join(errs...); err != nil {
-		return out, fmt.Errorf("write out %s: %w", cg, err)
+		return out, done, fmt.Errorf("write out %s: %w", cg, err)
 	}
-	return out, nil
+	return out, done, nil
 }
 
 // byKey groups files by what an operation on them may block on, in the
@@ -163,6 +170,13 @@ func (s *fileSet) add(dev, ino uint64) bool {
 	}
 	s.m[k] = true
 	return true
+}
+
+// has reports whether the set holds the file.
+func (s *fileSet) has(dev, ino uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[[2]uint64{dev, ino}]
 }
 
 // taskFile is a regular file a task had open or mapped when listed: the

@@ -7,6 +7,13 @@ type Wake struct {
 	// cgroup cannot reach its dirty background threshold or its low
 	// watermark unseen: new dirty pages are new charged pages.
 	UsageAbove uint64
+	// DirtiedAbove reports the cgroup once the host's dirtied counter for
+	// it (DirtyCounter.Dirtied) passes this absolute value; 0 and
+	// memcg.NoLimit never do. Only a Watcher whose host has a fast dirty
+	// tracker in force (DirtyPath) honours it; others ignore it. A value
+	// the counter has already passed fires at the cgroup's next dirtied
+	// page, not at once.
+	DirtiedAbove uint64
 }
 
 // Watcher reports cgroups that may need attention, so that the agent need

@@ -1,0 +1,268 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+)
+
+// fastPath is FS's share of the eBPF dirty tracker (docs/fastpath.md): the
+// cgroup path <-> id map, which ids the tracker counts for, and the one
+// goroutine that reads the tracker's events and hands wake-ups to the
+// Watcher and mkdir/rmdir to the cgroup notifier. With a nil tracker it
+// only keeps the freezer directories FS made (FS.Freeze).
+//
+// Locks: fastPath.mu is held over its maps and the tracker's calls (the
+// Tracker's mu is a leaf), never while calling a sink (the wake sink takes
+// the Watcher's mu, which its loop holds through a usage-poll pass).
+type fastPath struct {
+	tr     *dirtytrack.Tracker // nil: the fallback
+	reason string              // why the fallback
+	mem    Hierarchy
+	under  host.Cgroup
+	log    *slog.Logger
+
+	mu sync.Mutex // guards everything below
+	// ids and cgs map the cgroups FS has resolved to their kernfs ids,
+	// and back; counted are the ids the tracker counts for.
+	ids     map[host.Cgroup]uint64
+	cgs     map[uint64]host.Cgroup
+	counted map[uint64]bool
+	// wake hands a woken cgroup to the Watcher's report path; nil while
+	// no TrackedWatcher runs.
+	wake func(host.Cgroup)
+	// notify hands a cgroup event to the notifier; nil while none runs.
+	notify func(host.CgroupEvent)
+	// made are the freezer directories EnsureFreezer created, per memory
+	// cgroup; unavailable the reason its last freeze could not work.
+	made        map[host.Cgroup][]string
+	unavailable map[host.Cgroup]string
+}
+
+func newFastPath(tr *dirtytrack.Tracker, reason string, mem Hierarchy, under host.Cgroup, log *slog.Logger) *fastPath {
+	if log == nil {
+		log = slog.Default()
+	}
+	if tr == nil && reason == "" {
+		reason = "no eBPF dirty tracker given"
+	}
+	f := &fastPath{
+		tr: tr, reason: reason, mem: mem, under: under, log: log,
+		ids: make(map[host.Cgroup]uint64), cgs: make(map[uint64]host.Cgroup), counted: make(map[uint64]bool),
+		made: make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
+	}
+	if tr != nil {
+		go f.dispatch()
+	}
+	return f
+}
+
+// path returns the dirty-tracking path in force.
+func (f *fastPath) path() host.DirtyPath {
+	if f.tr != nil {
+		return host.DirtyPath{Tracker: true}
+	}
+	return host.DirtyPath{Reason: f.reason}
+}
+
+// id returns cg's kernfs id, resolving it on first use. A missing
+// directory wraps host.ErrVanished.
+func (f *fastPath) id(cg host.Cgroup) (uint64, error) {
+	f.mu.Lock()
+	id, ok := f.ids[cg]
+	f.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	dir := f.mem.Dir(cg)
+	if dir == "" {
+		return 0, fmt.Errorf("cgroup %s: outside the mounted memory hierarchy %s", cg, f.mem.Mount)
+	}
+	id, err := dirtytrack.CgroupID(dir)
+	if err != nil {
+		if _, ok := existingDir(dir); !ok {
+			return 0, fmt.Errorf("%w: %w", host.ErrVanished, err)
+		}
+		return 0, err
+	}
+	f.mu.Lock()
+	f.ids[cg], f.cgs[id] = id, cg
+	f.mu.Unlock()
+	return id, nil
+}
+
+// count makes the tracker count for cg, if it does not yet, and returns
+// cg's id. It arms no wake-up: a Watch already armed is kept.
+func (f *fastPath) count(cg host.Cgroup) (uint64, error) {
+	id, err := f.id(cg)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counted[id] {
+		return id, nil
+	}
+	if err := f.tr.Watch(id, dirtytrack.Never); err != nil {
+		return 0, fmt.Errorf("track %s: %w", cg, err)
+	}
+	f.counted[id] = true
+	return id, nil
+}
+
+// dirtied returns the tracker's counter for cg, counting from now if it
+// did not yet.
+func (f *fastPath) dirtied(cg host.Cgroup) (uint64, error) {
+	id, err := f.count(cg)
+	if err != nil {
+		return 0, fmt.Errorf("dirtied %s: %w", cg, err)
+	}
+	n, err := f.tr.Dirtied(id)
+	if errors.Is(err, dirtytrack.ErrNotWatched) {
+		// Its rmdir unwatched it between count and now.
+		return 0, fmt.Errorf("dirtied %s: %w: %w", cg, host.ErrVanished, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dirtied %s: %w", cg, err)
+	}
+	return n, nil
+}
+
+// arm sets cg's wake-up at the absolute counter value above (0 and
+// memcg.NoLimit: none).
+func (f *fastPath) arm(cg host.Cgroup, above uint64) error {
+	if above == 0 || above == memcg.NoLimit {
+		above = dirtytrack.Never
+	}
+	id, err := f.id(cg)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", cg, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if above == dirtytrack.Never && !f.counted[id] {
+		return nil
+	}
+	if err := f.tr.Watch(id, above); err != nil {
+		return fmt.Errorf("watch %s: %w", cg, err)
+	}
+	f.counted[id] = true
+	return nil
+}
+
+// forget drops what fastPath holds for cg, once it is removed: its id,
+// the tracker's count, and the freezer directories EnsureFreezer made
+// for it (RemoveFreezer). id 0 means whatever id cg had.
+func (f *fastPath) forget(cg host.Cgroup, id uint64) {
+	f.mu.Lock()
+	if cur, ok := f.ids[cg]; ok && (id == 0 || cur == id) {
+		id = cur
+		delete(f.ids, cg)
+	}
+	if id != 0 {
+		if f.cgs[id] == cg {
+			delete(f.cgs, id)
+		}
+		if f.counted[id] {
+			delete(f.counted, id)
+			if err := f.tr.Unwatch(id); err != nil {
+				f.log.Warn("dirty tracker: unwatch removed cgroup", "cgroup", cg, "err", err)
+			}
+		}
+	}
+	made := f.made[cg]
+	delete(f.made, cg)
+	delete(f.unavailable, cg)
+	f.mu.Unlock()
+	if len(made) > 0 {
+		if err := RemoveFreezer(made); err != nil {
+			f.log.Warn("remove the freezer cgroups made for a removed memory cgroup", "cgroup", cg, "err", err)
+		}
+	}
+}
+
+// setWake and setNotify install or remove (nil) the consumers of the
+// tracker's events.
+func (f *fastPath) setWake(fn func(host.Cgroup)) {
+	f.mu.Lock()
+	f.wake = fn
+	f.mu.Unlock()
+}
+
+func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
+	f.mu.Lock()
+	f.notify = fn
+	f.mu.Unlock()
+}
+
+// dispatch reads the tracker's events until the tracker is closed.
+func (f *fastPath) dispatch() {
+	for ev := range f.tr.Events() {
+		f.handle(ev)
+	}
+}
+
+// handle hands a wake-up to the Watcher, and a mkdir or rmdir beneath the
+// managed subtree to the notifier, forgetting a removed cgroup first.
+func (f *fastPath) handle(ev dirtytrack.Event) {
+	switch ev.Kind {
+	case dirtytrack.Wake:
+		// The sink takes the Watcher's mu, which its loop holds through
+		// a pass of the usage poll: not under f.mu, which Dirtied needs.
+		f.mu.Lock()
+		cg, ok := f.cgs[ev.ID]
+		wake := f.wake
+		f.mu.Unlock()
+		if ok && wake != nil {
+			wake(cg)
+		}
+	case dirtytrack.Mkdir, dirtytrack.Rmdir:
+		cg := host.Cgroup(ev.Path)
+		if !beneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
+			return
+		}
+		removed := ev.Kind == dirtytrack.Rmdir
+		if removed {
+			// The tracker has unwatched the id already.
+			f.mu.Lock()
+			delete(f.counted, ev.ID)
+			f.mu.Unlock()
+			f.forget(cg, ev.ID)
+		}
+		f.mu.Lock()
+		notify := f.notify
+		f.mu.Unlock()
+		if notify != nil {
+			notify(host.CgroupEvent{Cgroup: cg, Removed: removed})
+		}
+	}
+}
+
+// froze records the outcome of a freeze of cg: the freezer directories
+// made, and why it cannot be throttled, if it cannot.
+func (f *fastPath) froze(cg host.Cgroup, made []string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(made) > 0 {
+		f.made[cg] = append(f.made[cg], made...)
+	}
+	var tu *ThrottleUnavailable
+	switch {
+	case errors.As(err, &tu):
+		f.unavailable[cg] = tu.Reason
+	case err == nil:
+		delete(f.unavailable, cg)
+	}
+}
+
+// throttleUnavailable returns the reason recorded by froze.
+func (f *fastPath) throttleUnavailable(cg host.Cgroup) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unavailable[cg]
+}

@@ -1,0 +1,73 @@
+package cgroupfs
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/host"
+)
+
+// The tracker's events, as fastPath hands them on: a wake-up of a known
+// id reports its cgroup to the Watcher; mkdir and rmdir beneath the
+// managed subtree reach the notifier, others do not; an rmdir forgets the
+// cgroup's id.
+func TestFastPathHandle(t *testing.T) {
+	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	tests := []struct {
+		name     string
+		ev       dirtytrack.Event
+		wakes    []host.Cgroup
+		notified []host.CgroupEvent
+		forgets  bool // the id of /kube/a is gone afterwards
+	}{
+		{"wake of a known id", dirtytrack.Event{Kind: dirtytrack.Wake, ID: 7}, []host.Cgroup{"/kube/a"}, nil, false},
+		{"wake of an unknown id", dirtytrack.Event{Kind: dirtytrack.Wake, ID: 8}, nil, nil, false},
+		{"mkdir beneath", dirtytrack.Event{Kind: dirtytrack.Mkdir, ID: 9, Path: "/kube/b"}, nil,
+			[]host.CgroupEvent{{Cgroup: "/kube/b"}}, false},
+		{"mkdir of the subtree itself", dirtytrack.Event{Kind: dirtytrack.Mkdir, ID: 3, Path: "/kube"}, nil,
+			[]host.CgroupEvent{{Cgroup: "/kube"}}, false},
+		{"mkdir outside", dirtytrack.Event{Kind: dirtytrack.Mkdir, ID: 10, Path: "/system.slice/x"}, nil, nil, false},
+		{"mkdir of a sibling with a common prefix", dirtytrack.Event{Kind: dirtytrack.Mkdir, ID: 11, Path: "/kubefoo"}, nil, nil, false},
+		{"rmdir beneath", dirtytrack.Event{Kind: dirtytrack.Rmdir, ID: 7, Path: "/kube/a"}, nil,
+			[]host.CgroupEvent{{Cgroup: "/kube/a", Removed: true}}, true},
+		{"rmdir of an older cgroup at the same path", dirtytrack.Event{Kind: dirtytrack.Rmdir, ID: 6, Path: "/kube/a"}, nil,
+			[]host.CgroupEvent{{Cgroup: "/kube/a", Removed: true}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFastPath(nil, "", mem, "/kube", nil)
+			f.ids["/kube/a"], f.cgs[7] = 7, "/kube/a"
+			var wakes []host.Cgroup
+			var notified []host.CgroupEvent
+			f.setWake(func(cg host.Cgroup) { wakes = append(wakes, cg) })
+			f.setNotify(func(ev host.CgroupEvent) { notified = append(notified, ev) })
+			f.handle(tc.ev)
+			if !slices.Equal(wakes, tc.wakes) {
+				t.Errorf("woke %v, want %v", wakes, tc.wakes)
+			}
+			if !slices.Equal(notified, tc.notified) {
+				t.Errorf("notified %v, want %v", notified, tc.notified)
+			}
+			_, known := f.ids["/kube/a"]
+			if known == tc.forgets {
+				t.Errorf("id of /kube/a known = %v after the event, want %v", known, !tc.forgets)
+			}
+		})
+	}
+}
+
+func TestDirtyPathString(t *testing.T) {
+	for _, tc := range []struct {
+		p    host.DirtyPath
+		want string
+	}{
+		{host.DirtyPath{Tracker: true}, "tracker"},
+		{host.DirtyPath{Reason: "no BTF"}, "poll (no BTF)"},
+		{host.DirtyPath{}, "poll"},
+	} {
+		if got := tc.p.String(); got != tc.want {
+			t.Errorf("%+v.String() = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,452 @@
+package cgroupfs_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"golang.org/x/sys/unix"
+)
+
+// loadTracker loads the eBPF dirty tracker, or skips; with CI=true it
+// fails: the kernels the project tests on (6.18 here, 6.1 in the VM) must
+// run it.
+func loadTracker(t *testing.T) *dirtytrack.Tracker {
+	t.Helper()
+	tr, err := dirtytrack.Load(dirtytrack.Options{})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("load the dirty tracker: %v", err)
+		}
+		t.Skipf("load the dirty tracker: %v", err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// trackedFS returns an FS of l with the tracker tr (nil: the fallback).
+func trackedFS(t *testing.T, l cgroupfs.Layout, under host.Cgroup, j *cgroupfs.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
+	t.Helper()
+	fs, err := cgroupfs.NewFSOptions(l, "/proc", under, j, cgroupfs.FSOptions{Tracker: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// The helper dirtier: the test binary run again with these variables set
+// joins the memory cgroup, then for each number N read from stdin takes
+// CLOCK_MONOTONIC, write(2)s N new bytes to its file in one call, and
+// prints the time it took before the call.
+const (
+	envDirtierFile = "MEMCGD_TEST_DIRTIER_FILE"
+	envDirtierJoin = "MEMCGD_TEST_DIRTIER_JOIN"
+)
+
+// TestFastPathHelperDirtier is not a test: it is the body of the helper
+// dirtier, and returns at once in a normal run.
+func TestFastPathHelperDirtier(t *testing.T) {
+	file, join := os.Getenv(envDirtierFile), os.Getenv(envDirtierJoin)
+	if file == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(join, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		os.Exit(3)
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		n, err := strconv.Atoi(in.Text())
+		if err != nil {
+			os.Exit(4)
+		}
+		buf := make([]byte, n)
+		t0 := dirtytrack.MonotonicNow()
+		if _, err := f.Write(buf); err != nil {
+			os.Exit(5)
+		}
+		fmt.Println(int64(t0))
+	}
+	os.Exit(0)
+}
+
+// dirtier is a running helper dirtier.
+type dirtier struct {
+	in  *os.File
+	out *bufio.Scanner
+}
+
+// startDirtier starts the helper dirtier in c, writing a file on disk.
+func startDirtier(t *testing.T, c *cgrouptest.Cgroup) *dirtier {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFastPathHelperDirtier$")
+	cmd.Env = append(os.Environ(), envDirtierFile+"="+filepath.Join(diskDir(t), "data"), envDirtierJoin+"="+c.Dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	d := &dirtier{in: stdin.(*os.File), out: bufio.NewScanner(stdout)}
+	if !d.out.Scan() || d.out.Text() != "ready" {
+		t.Fatalf("helper dirtier did not start: %q %v", d.out.Text(), d.out.Err())
+	}
+	return d
+}
+
+// write makes the dirtier write n bytes and returns when, on
+// CLOCK_MONOTONIC, its write(2) began.
+func (d *dirtier) write(t *testing.T, n int) time.Duration {
+	t.Helper()
+	if _, err := fmt.Fprintln(d.in, n); err != nil {
+		t.Fatal(err)
+	}
+	if !d.out.Scan() {
+		t.Fatalf("helper dirtier: %v", d.out.Err())
+	}
+	t0, err := strconv.ParseInt(d.out.Text(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(t0)
+}
+
+// awaitWake waits up to d for cg on the Watcher's Events and returns
+// when it came, on CLOCK_MONOTONIC; ok is false if it did not.
+func awaitWake(events <-chan host.Cgroup, cg host.Cgroup, d time.Duration) (at time.Duration, ok bool) {
+	deadline := time.After(d)
+	for {
+		select {
+		case got := <-events:
+			if got == cg {
+				return dirtytrack.MonotonicNow(), true
+			}
+		case <-deadline:
+			return 0, false
+		}
+	}
+}
+
+// wakeBound is how soon a report must follow the write(2) that passed
+// DirtiedAbove in this test: issue 7 asks p99 <= 2 ms, which the test
+// prints; it fails only past a bound a loaded machine (and the TCG VM)
+// keeps.
+const wakeBound = time.Second
+
+// With the tracker, a watched cgroup is reported through the Watcher's
+// Events once what it dirtied passes Wake.DirtiedAbove, and not before:
+// a write short of the threshold is not reported. It prints the latency
+// from the write(2) to the receipt.
+func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := loadTracker(t)
+	fs := trackedFS(t, l, "/", nil, tr)
+	if p := fs.DirtyPath(); !p.Tracker {
+		t.Fatalf("DirtyPath() = %v, want the tracker", p)
+	}
+	c := cgrouptest.New(t, l, 0)
+	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	d := startDirtier(t, c)
+	ctx := context.Background()
+
+	const room, step = 256 << 10, 512 << 10
+	arm := func() uint64 {
+		n, err := fs.Dirtied(ctx, c.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: n + room}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Short of the threshold: no report.
+	before := arm()
+	d.write(t, room/2)
+	if _, ok := awaitWake(w.Events(), c.Path, 200*time.Millisecond); ok {
+		t.Errorf("reported after dirtying %d bytes, short of DirtiedAbove (counter %d -> armed %d)", room/2, before, before+room)
+	}
+
+	var lat []time.Duration
+	for i := range 30 {
+		before := arm()
+		t0 := d.write(t, step)
+		at, ok := awaitWake(w.Events(), c.Path, wakeBound)
+		if !ok {
+			t.Fatalf("write %d: dirtied %d bytes past DirtiedAbove %d (counter %d), not reported within %v", i, step, before+room, before, wakeBound)
+		}
+		lat = append(lat, max(at-t0, 0))
+		after, err := fs.Dirtied(ctx, c.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after < before+step {
+			t.Errorf("write %d: Dirtied %d -> %d after %d new bytes, want at least %d more", i, before, after, step, step)
+		}
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
+	t.Logf("write(2) to Watcher report: %d wake-ups, p50 %v, p90 %v, p99 %v, max %v", len(lat), q(0.5), q(0.9), q(0.99), q(1))
+}
+
+// With the tracker, FS.WriteOut writes out a file the cgroup's task closed
+// (which the /proc scan cannot find, as the fallback shows), and leaves a
+// sibling cgroup's dirty pages alone.
+func TestFSWriteOutWritesClosedFiles(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := loadTracker(t)
+	size := dirtySize(t)
+	dir := diskDir(t)
+	target, sibling := cgrouptest.New(t, l, 0), cgrouptest.New(t, l, 0)
+	// Earlier tests' dirty pages may hold the host near its background
+	// threshold, past which the flushers would write ours back first.
+	unix.Sync()
+	cgrouptest.DirtyFile(t, target, filepath.Join(dir, "target"), size)
+	cgrouptest.DirtyFile(t, sibling, filepath.Join(dir, "sibling"), size)
+	targetBefore, siblingBefore := dirty(t, l, target), dirty(t, l, sibling)
+	for _, d := range []uint64{targetBefore, siblingBefore} {
+		if d < uint64(size/2) {
+			t.Fatalf("precondition: a cgroup holds %d MiB dirty, want about %d MiB (did the flusher run?)", d/mib, size/mib)
+		}
+	}
+	ctx := context.Background()
+
+	// The fallback: the writer has exited, no task has the file open.
+	w, err := trackedFS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
+	if err != nil {
+		t.Fatalf("WriteOut without the tracker: %v", err)
+	}
+	if w.Files != 0 {
+		t.Fatalf("WriteOut without the tracker started %d files, want 0: the file is closed", w.Files)
+	}
+
+	start := time.Now()
+	w, err = trackedFS(t, l, "/", nil, tr).WriteOut(ctx, target.Path)
+	if err != nil {
+		t.Fatalf("WriteOut with the tracker: %v", err)
+	}
+	call := time.Since(start)
+	if w.Files != 1 {
+		t.Errorf("WriteOut with the tracker = %+v, want 1 file", w)
+	}
+	var targetAfter uint64
+	for {
+		targetAfter = dirty(t, l, target)
+		if targetAfter <= targetBefore/10 || time.Since(start) > time.Second {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	siblingAfter := dirty(t, l, sibling)
+	retained := 100 * float64(siblingAfter) / float64(siblingBefore)
+	t.Logf("closed-file write-out: target dirty %.1f -> %.1f MiB in %v (call %v), sibling %.1f -> %.1f MiB (%.0f%% kept)",
+		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), call.Round(time.Microsecond),
+		float64(siblingBefore)/mib, float64(siblingAfter)/mib, retained)
+	if targetAfter > targetBefore/10 {
+		t.Errorf("target cgroup dirty %d MiB after 1 s, want at most 10%% of %d MiB", targetAfter/mib, targetBefore/mib)
+	}
+	if retained < 90 {
+		t.Errorf("sibling kept %.0f%% of its dirty pages, want at least 90%%", retained)
+	}
+}
+
+// FS.Freeze of a cgroup that exists only in the v1 memory hierarchy makes
+// its freezer cgroup (EnsureFreezer) and holds it frozen until Thaw; the
+// directory made is removed by Forget once the memory cgroup is gone. On a
+// host whose only freezer is missing, Freeze reports the throttle
+// unavailable and ThrottleUnavailable says why.
+func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
+	l, p := v1Freezer(t)
+	v1only := l
+	v1only.Unified = nil // the v1 freezer, as on a host without a unified mirror
+	cg := host.Cgroup(path.Join(string(p.Path), "svc"))
+	frzDir := l.Freezer.Dir(cg)
+	fs := trackedFS(t, v1only, "/", journal(t, l), nil)
+	// Registered before the cgroup and the writer, so that it runs after
+	// they are gone.
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			fs.Forget(cg)
+			if _, err := os.Stat(frzDir); errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("Forget left %s behind", frzDir)
+				_ = cgroupfs.RemoveFreezer([]string{frzDir})
+				return
+			}
+			// A killed task leaves its freezer cgroup a moment after
+			// it is reaped: Forget's RemoveFreezer then finds it busy.
+			// Freeze again (it fails: the memory cgroup is gone) to
+			// hand FS the directory again.
+			time.Sleep(10 * time.Millisecond)
+			_, _ = fs.Freeze(context.Background(), cg)
+		}
+	})
+	c := memoryOnly(t, l, cg)
+	a := startWriter(t, c.Dir, frzDir)
+	if got := freezerOfTask(t, a.Process.Pid); got != "/" {
+		t.Fatalf("writer starts in freezer cgroup %s, want the root", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fs.Freeze(ctx, cg)
+	if err != nil {
+		t.Fatalf("Freeze of a memory-only cgroup: %v", err)
+	}
+	defer f.End()
+	if got := freezerOfTask(t, a.Process.Pid); got != cg {
+		t.Errorf("writer in freezer cgroup %s after Freeze, want %s", got, cg)
+	}
+	if r := fs.ThrottleUnavailable(cg); r != "" {
+		t.Errorf("ThrottleUnavailable = %q after a freeze that worked, want \"\"", r)
+	}
+	awaitFreezer(t, frzDir, "FROZEN")
+	n0 := dirtied(t, l, cg)
+	time.Sleep(100 * time.Millisecond)
+	if n1 := dirtied(t, l, cg); n1 != n0 {
+		t.Errorf("frozen: writer dirtied %d bytes in 100 ms, want 0", n1-n0)
+	}
+	if err := f.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	awaitFreezer(t, frzDir, "THAWED")
+	grew := false
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if dirtied(t, l, cg) > n0 {
+			grew = true
+			break
+		}
+	}
+	if !grew {
+		t.Error("thawed: writer dirtied nothing in 1 s")
+	}
+	if err := f.Refreeze(); err != nil {
+		t.Fatal(err)
+	}
+	awaitFreezer(t, frzDir, "FROZEN")
+	if err := f.End(); err != nil {
+		t.Fatal(err)
+	}
+	awaitFreezer(t, frzDir, "THAWED")
+
+	// No freezer at all: a layout without the v1 freezer hierarchy.
+	none := v1only
+	none.Freezer = nil
+	nfs := trackedFS(t, none, "/", journal(t, l), nil)
+	_, err = nfs.Freeze(ctx, cg)
+	var tu *cgroupfs.ThrottleUnavailable
+	if !errors.As(err, &tu) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Freeze with no freezer: error %v, want a *ThrottleUnavailable", err)
+	}
+	if r := nfs.ThrottleUnavailable(cg); r == "" || r != tu.Reason || !strings.Contains(r, "freezer") {
+		t.Errorf("ThrottleUnavailable = %q, want the reason %q", r, tu.Reason)
+	}
+	t.Logf("without a freezer: %v", err)
+}
+
+// New and removed cgroups beneath the managed subtree are reported through
+// FS.CgroupEvents within reportBound() (100 ms on the host), from the
+// tracker's tracepoints and, without it, from inotify.
+func TestFSCgroupEventsWithin100ms(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	for _, tc := range []struct {
+		name    string
+		tracker bool
+	}{{"tracker", true}, {"inotify", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr *dirtytrack.Tracker
+			if tc.tracker {
+				tr = loadTracker(t)
+				if !tr.CgroupEvents() {
+					t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
+				}
+			}
+			p := cgrouptest.New(t, l, 0)
+			fs := trackedFS(t, l, p.Path, nil, tr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			events, err := fs.CgroupEvents(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := make(chan received, 1<<12)
+			go func() {
+				for ev := range events {
+					if ev.Cgroup == p.Path && !ev.Removed {
+						// p's own mkdir, made before CgroupEvents
+						// began, may still be in the tracker's ring.
+						continue
+					}
+					in <- received{cgroupfs.CgroupEvent{Cgroup: ev.Cgroup, Removed: ev.Removed, Rescan: ev.Rescan}, time.Now()}
+				}
+				close(in)
+			}()
+			// A sibling outside the managed subtree is not reported.
+			outside := cgrouptest.New(t, l, 0)
+			cs := chains(p.Path, 10)
+			created := map[host.Cgroup]time.Time{}
+			var got []received
+			for i, c := range cs {
+				maps.Copy(created, mkdirs(t, l, c))
+				if i == 0 {
+					outside.Child(t, "stray")
+				}
+				got = append(got, await(t, in, len(c), 10*time.Second)...)
+			}
+			checkReports(t, tc.name+" created", got, created, false)
+			removed := map[host.Cgroup]time.Time{}
+			got = nil
+			for _, c := range cs {
+				for i := len(c) - 1; i >= 0; i-- {
+					if err := rmdir(l.Memory.Dir(c[i])); err != nil {
+						t.Fatal(err)
+					}
+					removed[c[i]] = time.Now()
+				}
+				got = append(got, await(t, in, len(c), 10*time.Second)...)
+			}
+			checkReports(t, tc.name+" removed", got, removed, true)
+			cancel()
+			for range in { // closed once ctx ends
+			}
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package host
+
+import "context"
+
+// DirtyPath says how a host learns that a cgroup dirtied pages: through a
+// fast tracker that reports a cgroup as soon as it passes
+// Wake.DirtiedAbove (the eBPF tracker), or by being polled.
+type DirtyPath struct {
+	// Tracker is true when the fast tracker is in force: Dirtied is its
+	// monotonic per-cgroup counter and Watchers honour Wake.DirtiedAbove.
+	Tracker bool
+	// Reason says why the host polls, when Tracker is false: the
+	// tracker's load error, or that it was disabled.
+	Reason string
+}
+
+// String returns "tracker" or "poll (REASON)".
+func (p DirtyPath) String() string {
+	if p.Tracker {
+		return "tracker"
+	}
+	if p.Reason == "" {
+		return "poll"
+	}
+	return "poll (" + p.Reason + ")"
+}
+
+// FastPath is a host that says which dirty-tracking path is in force and
+// whether it can throttle a cgroup.
+type FastPath interface {
+	// DirtyPath says which dirty-tracking path is in force. It does not
+	// change over the host's life.
+	DirtyPath() DirtyPath
+	// ThrottleUnavailable returns why cg cannot be throttled, as found
+	// by its last Freeze or Pause ("no freezer: ..."), or "" when it
+	// can be or has not been tried.
+	ThrottleUnavailable(cg Cgroup) string
+}
+
+// Frozen is one throttle episode of a cgroup, begun by Freezer.Freeze:
+// the cgroup stays frozen across the caller's steps until Thaw or End.
+type Frozen interface {
+	// Thaw lets the cgroup's tasks run again within the episode.
+	Thaw() error
+	// Refreeze stops them again within the episode.
+	Refreeze() error
+	// End ends the episode and leaves the cgroup thawed. Calls after the
+	// first do nothing.
+	End() error
+}
+
+// Freezer is a host that can hold a cgroup frozen across steps: the
+// closed-loop throttle (policy.FreezerHeld). A host without it can only
+// Pause.
+type Freezer interface {
+	// Freeze freezes cg and begins an episode. The episode ends, and cg
+	// is thawed, when ctx ends, if End was not called before. An error
+	// that wraps errors.ErrUnsupported means the cgroup cannot be
+	// frozen here (ThrottleUnavailable says why).
+	Freeze(ctx context.Context, cg Cgroup) (Frozen, error)
+}
+
+// CgroupEvent reports a cgroup created or removed in the managed subtree.
+type CgroupEvent struct {
+	// Cgroup is the cgroup created or removed; for a Rescan, the managed
+	// subtree.
+	Cgroup Cgroup
+	// Removed: the cgroup was removed; otherwise it was created.
+	Removed bool
+	// Rescan: reports were lost; the receiver must list the subtree again.
+	Rescan bool
+}
+
+// CgroupNotifier is a host that reports new and removed cgroups as they
+// come and go, so that a new cgroup is managed within milliseconds rather
+// than at the next periodic scan.
+type CgroupNotifier interface {
+	// CgroupEvents starts the reports and returns their channel, which
+	// is closed when ctx ends. It may be called once.
+	CgroupEvents(ctx context.Context) (<-chan CgroupEvent, error)
+}

@@ -3,7 +3,7 @@
 // with a small limit, once paced and once unpaced, each without and then
 // with memcgd, and the seed's memory.stat table for each.
 //
-//	go run ./experiments/e1 [-size 2G] [-limit 100M] [-rate 100M] [-runs 2]
+//	go run ./experiments/e1 [-size 2G] [-limit 100M] [-rate 100M] [-runs 3] [-modes unpaced] [-arms stock,memcgd,fallback]
 //	go run ./experiments/e1 -vm v2     # in a cgroup v2 test VM, sizes scaled to it
 //
 // The seed wrote 20 GB under a 500 MB limit and compared pgpgin, pgpgout,
@@ -20,6 +20,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -75,28 +76,100 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	fmt.Printf("Writer: %s sequentially in 1 MiB writes into a cgroup limited to %s; paced at %s/s or unpaced.\n"+
 		"memcgd config:\n\n```yaml\n%s```\n\n",
 		memcg.FormatSize(e.size), memcg.FormatSize(e.limit), memcg.FormatSize(e.rate), e.config(b))
+	names := armNames(b.Arms)
+	medians := map[string]*lab.Medians{}
+	var targets lab.Targets
+	for _, mode := range e.modes {
+		medians[mode] = lab.NewMedians(names...)
+	}
 	for run := 1; run <= b.Runs; run++ {
 		for _, mode := range e.modes {
 			rate := uint64(0)
 			if mode == "paced" {
 				rate = e.rate
 			}
-			var arms [2]arm // without, with
-			for _, with := range lab.Order(run) {
-				a, err := e.arm(ctx, b, fmt.Sprintf("%s-%d-%v", mode, run, with), rate, with)
+			arms := make([]arm, len(b.Arms))
+			for _, i := range lab.Order(run, len(b.Arms)) {
+				a, err := e.arm(ctx, b, fmt.Sprintf("%s-%d-%s", mode, run, b.Arms[i].Name), rate, b.Arms[i])
 				if err != nil {
 					return err
 				}
-				if with {
-					arms[1] = a
-				} else {
-					arms[0] = a
-				}
+				arms[i] = a
 			}
-			fmt.Printf("### %s, run %d (%s)\n\n%s\n", mode, run, lab.FirstArm(run), table(arms[0], arms[1]))
+			t, m := lab.NewCompare(names...), medians[mode]
+			rows(t, m, arms)
+			fmt.Printf("### %s, run %d (%s)\n\n%s\n", mode, run, lab.OrderText(run, b.Arms), t)
+			addTargets(&targets, mode, b.Arms, arms)
 		}
 	}
+	for _, mode := range e.modes {
+		fmt.Printf("### %s, medians of %d runs\n\n%s\n", mode, b.Runs, medians[mode])
+	}
+	fmt.Printf("### Targets (issue 7; paced: issue 3), medians of %d runs\n\n%s\n", b.Runs, targets.String())
 	return nil
+}
+
+// armNames are the arms' names, for the tables' columns.
+func armNames(arms []lab.Arm) []string {
+	var out []string
+	for _, a := range arms {
+		out = append(out, a.Name)
+	}
+	return out
+}
+
+// addTargets records one run's figures for the targets: issue 7's for the
+// unpaced writer, issue 3's (still to be met) for the paced one. Ratios
+// and reductions are taken against the stock arm of the same run.
+func addTargets(t *lab.Targets, mode string, arms []lab.Arm, a []arm) {
+	stock := a[0]
+	for i := 1; i < len(arms); i++ {
+		name, x := arms[i].Name, a[i]
+		tp := x.res.Throughput() / stock.res.Throughput()
+		stall := reduction(float64(stock.pressure.Memory), float64(x.pressure.Memory))
+		fail := reduction(failcnt(stock), failcnt(x))
+		if mode == "unpaced" {
+			if arms[i].Name == lab.Fallback.Name {
+				t.Add("E1 unpaced, fallback: throughput ≥ 0.90 × stock", name, "%.3f", func(v float64) bool { return v >= 0.90 }, tp)
+				continue
+			}
+			t.Add("E1 unpaced: throughput ≥ 0.95 × stock", name, "%.3f", func(v float64) bool { return v >= 0.95 }, tp)
+			t.Add("E1 unpaced: writer memory stall (PSI some) ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, stall)
+			t.Add("E1 unpaced: failcnt ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, fail)
+			t.Add("E1 unpaced: daemon CPU during the run ≤ 10% of one core", name, "%.1f%%", func(v float64) bool { return v <= 10 }, busy(x))
+			continue
+		}
+		t.Add("E1 paced: writer memory stall ≥ 99% lower", name, "%.1f%%", func(v float64) bool { return v >= 99 }, stall)
+		t.Add("E1 paced: failcnt ≥ 99% lower", name, "%.1f%%", func(v float64) bool { return v >= 99 }, fail)
+		t.Add("E1 paced: throughput within 2% of stock", name, "%.3f", func(v float64) bool { return v >= 0.98 && v <= 1.02 }, tp)
+	}
+}
+
+// reduction is how much lower with is than stock, in percent of stock
+// (100 when with is 0); NaN when stock is 0.
+func reduction(stock, with float64) float64 {
+	if stock == 0 {
+		return math.NaN()
+	}
+	return (stock - with) / stock * 100
+}
+
+// failcnt is the rise of the cgroup's failed charges during the run:
+// memory.failcnt on v1, memory.events max on v2.
+func failcnt(a arm) float64 {
+	if a.after.Counters.HasEvents {
+		return float64(a.after.Counters.EventsMax - a.before.Counters.EventsMax)
+	}
+	return float64(a.after.Counters.Failcnt - a.before.Counters.Failcnt)
+}
+
+// busy is the daemon's CPU use during the writer's run in percent of one
+// core; NaN when not measured.
+func busy(a arm) float64 {
+	if a.daemon.Busy < 0 {
+		return math.NaN()
+	}
+	return a.daemon.Busy * 100
 }
 
 // config is memcgd's config: -defaults over the lab's subtree.
@@ -105,7 +178,7 @@ func (e experiment) config(b *lab.Bench) string {
 }
 
 // arm runs the writer once in a fresh cgroup, with or without memcgd.
-func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uint64, with bool) (a arm, err error) {
+func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uint64, with lab.Arm) (a arm, err error) {
 	if err := lab.DropCaches(); err != nil {
 		return a, err
 	}
@@ -126,7 +199,9 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	}
 	w := lab.Writer{Bin: b.Writer, File: b.File("e1-" + name), Size: e.size, Chunk: 1 << 20, Rate: rate}
 	sm := b.Sample(10*time.Millisecond, c)
+	d.BusyStart()
 	a.res, a.use, err = w.Run(ctx, c)
+	d.BusyEnd()
 	samples, serr := sm.Stop()
 	if err != nil {
 		return a, err
@@ -162,26 +237,49 @@ func reclaimed(a arm) float64 {
 	return float64(max(int64(a.res.Bytes)-grew, 0) / memcg.PageSize)
 }
 
-// table prints the seed's rows for the two arms.
-func table(wo, wi arm) string {
-	t := lab.NewCompare("without memcgd", "with memcgd")
-	delta := func(a arm, f func(memcg.Stat) uint64) float64 { return float64(f(a.after) - f(a.before)) }
-	pgpgin := func(s memcg.Stat) uint64 { return s.Counters.Pgpgin }
-	pgpgout := func(s memcg.Stat) uint64 { return s.Counters.Pgpgout }
-	failcnt := func(s memcg.Stat) uint64 { return s.Counters.Failcnt }
-	stallFull := func(s memcg.Stat) uint64 { return s.Pressure.FullTotal }
-	steal := float64(wi.daemon.Fields["kswapd_steal"])
-
-	if wo.after.Counters.HasPgpg {
-		t.Num("pgpgin (charge events, memory.stat Δ)", "%.0f", delta(wo, pgpgin), delta(wi, pgpgin))
-		t.Num("pgpgout (uncharge events, memory.stat Δ)", "%.0f", delta(wo, pgpgout), delta(wi, pgpgout))
-	} else {
-		t.Text("pgpgin, pgpgout", "n/a (v2 memory.stat has none)", "n/a")
+// rows adds the seed's rows for the arms (stock first) to t, and to m for
+// the medians over the runs.
+func rows(t *lab.Compare, m *lab.Medians, a []arm) {
+	num := func(name, format string, f func(arm) float64) {
+		v := make([]float64, len(a))
+		for i := range a {
+			v[i] = f(a[i])
+		}
+		t.Num(name, format, v...)
+		m.Num(name, format, v...)
 	}
-	t.Num("reclaimed (pages): written − Δcache", "%.0f", reclaimed(wo), reclaimed(wi))
-	t.Num("kswapd_steal (pages; memcgd's background reclaim, as its usage fall)", "%.0f", 0, steal)
-	t.Num("direct reclaim, est. (pages): reclaimed − kswapd_steal", "%.0f", reclaimed(wo), max(reclaimed(wi)-steal, 0))
-	if wo.after.Counters.HasReclaim {
+	text := func(name string, f func(arm) string) {
+		v := make([]string, len(a))
+		for i := range a {
+			v[i] = f(a[i])
+		}
+		t.Text(name, v...)
+	}
+	delta := func(f func(memcg.Stat) uint64) func(arm) float64 {
+		return func(a arm) float64 { return float64(f(a.after) - f(a.before)) }
+	}
+	field := func(name string) func(arm) float64 {
+		return func(a arm) float64 { return float64(a.daemon.Fields[name]) }
+	}
+	steal := field("kswapd_steal")
+	stock := a[0]
+
+	text("dirty-tracking path (memcgd stat dirty_tracker)", func(a arm) string {
+		if a.daemon.Fields == nil {
+			return "—"
+		}
+		return a.daemon.Tracker()
+	})
+	if stock.after.Counters.HasPgpg {
+		num("pgpgin (charge events, memory.stat Δ)", "%.0f", delta(func(s memcg.Stat) uint64 { return s.Counters.Pgpgin }))
+		num("pgpgout (uncharge events, memory.stat Δ)", "%.0f", delta(func(s memcg.Stat) uint64 { return s.Counters.Pgpgout }))
+	} else {
+		text("pgpgin, pgpgout", func(a arm) string { return "n/a (v2 memory.stat has none)" })
+	}
+	num("reclaimed (pages): written − Δcache", "%.0f", reclaimed)
+	num("kswapd_steal (pages; memcgd's background reclaim, as its usage fall)", "%.0f", steal)
+	num("direct reclaim, est. (pages): reclaimed − kswapd_steal", "%.0f", func(a arm) float64 { return max(reclaimed(a)-steal(a), 0) })
+	if stock.after.Counters.HasReclaim {
 		// v2 memory.stat (mm/memcontrol.c memory_stat_format): reclaim
 		// not done by kswapd counts as direct, and that includes
 		// memcgd's writes to memory.reclaim (try_to_free_mem_cgroup_pages).
@@ -195,40 +293,40 @@ func table(wo, wi arm) string {
 			{"kswapd_pgscan → pgscan_kswapd Δ", func(s memcg.Stat) uint64 { return s.Counters.PgscanKswapd }},
 			{"pgrefill Δ", func(s memcg.Stat) uint64 { return s.Counters.Pgrefill }},
 		} {
-			t.Num(r.name, "%.0f", delta(wo, r.f), delta(wi, r.f))
+			num(r.name, "%.0f", delta(r.f))
 		}
 	} else {
-		t.Text("pg_pgsteal, pg_scan, kswapd_pgscan, pgrefill", "n/a (v1 has no per-cgroup reclaim counters)", "n/a")
+		text("pg_pgsteal, pg_scan, kswapd_pgscan, pgrefill", func(a arm) string { return "n/a (v1 has no per-cgroup reclaim counters)" })
 	}
-	t.Num("pgoutrun (memcgd's background reclaim runs)", "%.0f", 0, float64(wi.daemon.Fields["pgoutrun"]))
-	if wo.after.Counters.HasEvents {
+	num("pgoutrun (memcgd's background reclaim runs)", "%.0f", field("pgoutrun"))
+	if stock.after.Counters.HasEvents {
 		// memory.events max: times usage hit memory.max and reclaim ran
 		// on the charging task's behalf (mm/memcontrol.c try_charge).
-		eventsMax := func(s memcg.Stat) uint64 { return s.Counters.EventsMax }
-		t.Num("allocstall → memory.events max Δ (charges that hit the limit)", "%.0f", delta(wo, eventsMax), delta(wi, eventsMax))
+		num("allocstall → memory.events max Δ (charges that hit the limit)", "%.0f", failcnt)
 	} else {
-		t.Num("allocstall → memory.failcnt Δ (charges that hit the limit)", "%.0f", delta(wo, failcnt), delta(wi, failcnt))
+		num("allocstall → memory.failcnt Δ (charges that hit the limit)", "%.0f", failcnt)
 	}
-	t.Num("writer memory stall, PSI some (ms)", "%.1f", float64(wo.pressure.Memory)/1e3, float64(wi.pressure.Memory)/1e3)
-	t.Num("writer memory stall, PSI full (ms)", "%.1f", delta(wo, stallFull)/1e3, delta(wi, stallFull)/1e3)
-	t.Num("writer CPU wait, PSI cpu some (ms)", "%.1f", float64(wo.pressure.CPU)/1e3, float64(wi.pressure.CPU)/1e3)
-	t.Num("writer I/O wait, PSI io some (ms)", "%.1f", float64(wo.pressure.IO)/1e3, float64(wi.pressure.IO)/1e3)
+	num("writer memory stall, PSI some (ms)", "%.1f", func(a arm) float64 { return float64(a.pressure.Memory) / 1e3 })
+	num("writer memory stall, PSI full (ms)", "%.1f", func(a arm) float64 {
+		return delta(func(s memcg.Stat) uint64 { return s.Pressure.FullTotal })(a) / 1e3
+	})
+	num("writer CPU wait, PSI cpu some (ms)", "%.1f", func(a arm) float64 { return float64(a.pressure.CPU) / 1e3 })
+	num("writer I/O wait, PSI io some (ms)", "%.1f", func(a arm) float64 { return float64(a.pressure.IO) / 1e3 })
 	free := func(a arm) lab.Series {
 		return a.samples.Series(func(s memcg.Stat) uint64 { return a.limit - min(s.Usage, a.limit) })
 	}
 	lowered := func(a arm) lab.Series { return a.samples.Series(func(s memcg.Stat) uint64 { return s.Limit }) }
-	t.Num("free under the limit set, median of 10 ms samples (MiB)", "%.2f",
-		lab.MiB(free(wo).Percentile(50)), lab.MiB(free(wi).Percentile(50)))
-	t.Num("samples with less than 1 MiB free (%)", "%.1f", free(wo).Below(1<<20), free(wi).Below(1<<20))
-	t.Num("samples with the limit lowered by a squeeze (%)", "%.1f", lowered(wo).Below(wo.limit), lowered(wi).Below(wi.limit))
-	t.Num("real (s)", "%.2f", wo.use.Wall.Seconds(), wi.use.Wall.Seconds())
-	t.Num("user (s)", "%.2f", wo.use.User.Seconds(), wi.use.User.Seconds())
-	t.Num("sys (s)", "%.2f", wo.use.Sys.Seconds(), wi.use.Sys.Seconds())
-	t.Num("throughput (MiB/s, write phase)", "%.1f", lab.MiB(uint64(wo.res.Throughput())), lab.MiB(uint64(wi.res.Throughput())))
-	t.Num("memcgd targeted write-outs", "%.0f", 0, float64(wi.daemon.Fields["writeout_targeted"]))
-	t.Num("memcgd full flushes", "%.0f", 0, float64(wi.daemon.Fields["writeout_flush"]))
-	t.Num("memcgd throttle pauses", "%.0f", 0, float64(wi.daemon.Fields["throttle_pauses"]))
-	t.Num("memcgd time paused (ms)", "%.0f", 0, float64(wi.daemon.Fields["throttle_paused_us"])/1e3)
-	t.Num("memcgd CPU, user+sys (s)", "%.2f", 0, (wi.daemon.Usage.User + wi.daemon.Usage.Sys).Seconds())
-	return t.String()
+	num("free under the limit set, median of 10 ms samples (MiB)", "%.2f", func(a arm) float64 { return lab.MiB(free(a).Percentile(50)) })
+	num("samples with less than 1 MiB free (%)", "%.1f", func(a arm) float64 { return free(a).Below(1 << 20) })
+	num("samples with the limit lowered by a squeeze (%)", "%.1f", func(a arm) float64 { return lowered(a).Below(a.limit) })
+	num("real (s)", "%.2f", func(a arm) float64 { return a.use.Wall.Seconds() })
+	num("user (s)", "%.2f", func(a arm) float64 { return a.use.User.Seconds() })
+	num("sys (s)", "%.2f", func(a arm) float64 { return a.use.Sys.Seconds() })
+	num("throughput (MiB/s, write phase)", "%.1f", func(a arm) float64 { return lab.MiB(uint64(a.res.Throughput())) })
+	num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
+	num("memcgd full flushes", "%.0f", field("writeout_flush"))
+	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
+	num("memcgd time paused (ms)", "%.0f", func(a arm) float64 { return field("throttle_paused_us")(a) / 1e3 })
+	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
+	num("memcgd CPU, user+sys over its life (s)", "%.2f", func(a arm) float64 { return (a.daemon.Usage.User + a.daemon.Usage.Sys).Seconds() })
 }

@@ -4,7 +4,8 @@
 // Part 1, the dirty limit: a sequential writer in a cgroup limited to
 // -limit, with memcgd's rule dirty_bytes -dirty-bytes and
 // dirty_background_bytes -dirty-background-bytes for it; the cgroup's
-// dirty+writeback is sampled every -every (max, p99, mean), and the
+// dirty+writeback is sampled every -every, 1 ms by default (max, p99,
+// mean, and the sampling interval achieved), and the
 // writer's throughput is measured, paced and unpaced, without and with
 // memcgd.
 //
@@ -16,7 +17,7 @@
 // no-internal-process rule): the unlimited writer runs in an unlimited
 // child instead.
 //
-//	go run ./experiments/e2 [-size 2G] [-limit 100M] [-rate 100M] [-runs 2]
+//	go run ./experiments/e2 [-size 2G] [-limit 100M] [-rate 100M] [-runs 3] [-parts 1] [-modes unpaced] [-arms stock,memcgd,fallback]
 //	go run ./experiments/e2 -vm v2     # in a cgroup v2 test VM, sizes scaled to it
 package main
 
@@ -24,7 +25,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
@@ -47,9 +50,23 @@ func main() {
 	flag.Var(&e.background, "dirty-background-bytes", "memcgd dirty_background_bytes of the writer's cgroup")
 	flag.Var(&e.bwSize, "bw-size", "bytes each writer writes in part 2")
 	flag.Var(&e.bwChunk, "bw-chunk", "bytes per write(2) in part 2 (the thread's dd used bs=4K)")
-	flag.DurationVar(&e.every, "every", 10*time.Millisecond, "sampling interval of dirty+writeback")
+	flag.DurationVar(&e.every, "every", time.Millisecond, "sampling interval of dirty+writeback (an unpaced writer fills dirty_bytes in a few ms)")
 	flag.StringVar(&e.parts, "parts", "12", "parts to run: 1 (dirty limit), 2 (bandwidth) or 12")
+	modes := flag.String("modes", "paced,unpaced", "part 1's writer modes, comma-separated: paced, unpaced")
 	flag.Parse()
+	for _, m := range strings.Split(*modes, ",") {
+		switch m {
+		case "paced", "unpaced":
+			e.modes = append(e.modes, m)
+		default:
+			fmt.Fprintf(os.Stderr, "-modes: invalid mode %q: allowed paced, unpaced\n", m)
+			os.Exit(2)
+		}
+	}
+	if e.every <= 0 {
+		fmt.Fprintf(os.Stderr, "-every: invalid value %v: want a positive interval\n", e.every)
+		os.Exit(2)
+	}
 	lab.Main("./experiments/e2", f, e.run)
 }
 
@@ -58,6 +75,7 @@ type experiment struct {
 	bwSize, bwChunk                      lab.Size
 	every                                time.Duration
 	parts                                string
+	modes                                []string
 }
 
 // config is memcgd's config for both parts: the default policy over the
@@ -74,9 +92,17 @@ rules:
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	fmt.Printf("memcgd config:\n\n```yaml\n%s```\n\n", e.config(b))
+	names := make([]string, len(b.Arms))
+	for i, a := range b.Arms {
+		names[i] = a.Name
+	}
+	p1 := part1Summary{medians: map[string]*lab.Medians{}}
+	for _, mode := range e.modes {
+		p1.medians[mode] = lab.NewMedians(names...)
+	}
 	for run := 1; run <= b.Runs; run++ {
 		if e.parts == "1" || e.parts == "12" {
-			if err := e.part1(ctx, b, run); err != nil {
+			if err := e.part1(ctx, b, run, &p1); err != nil {
 				return err
 			}
 		}
@@ -86,36 +112,69 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			}
 		}
 	}
+	if e.parts == "1" || e.parts == "12" {
+		for _, mode := range e.modes {
+			fmt.Printf("### Part 1, dirty limit, %s, medians of %d runs\n\n%s\n", mode, b.Runs, p1.medians[mode])
+		}
+		fmt.Printf("### Targets (issue 7; paced: issue 3), medians of %d runs\n\n%s\n", b.Runs, p1.targets.String())
+	}
 	return nil
+}
+
+// part1Summary gathers part 1's runs: the medians per mode and the targets.
+type part1Summary struct {
+	medians map[string]*lab.Medians
+	targets lab.Targets
 }
 
 // sample is what one part-1 run measured.
 type sample struct {
 	dirty  lab.Summary
 	frozen float64 // share of samples with the cgroup frozen, %
-	res    lab.WriterResult
-	daemon lab.DaemonResult
+	// gap is the sampling interval achieved: median and p99 of the
+	// time between two samples.
+	gapP50, gapP99 time.Duration
+	res            lab.WriterResult
+	daemon         lab.DaemonResult
 }
 
-func (e experiment) part1(ctx context.Context, b *lab.Bench, run int) error {
-	for _, mode := range []string{"paced", "unpaced"} {
+func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1Summary) error {
+	for _, mode := range e.modes {
 		rate := uint64(0)
 		if mode == "paced" {
 			rate = uint64(e.rate)
 		}
-		var s [2]sample // without, with
-		for _, with := range lab.Order(run) {
-			r, err := e.limitRun(ctx, b, fmt.Sprintf("p1-%s-%d-%v", mode, run, with), rate, with)
+		s := make([]sample, len(b.Arms))
+		for _, i := range lab.Order(run, len(b.Arms)) {
+			r, err := e.limitRun(ctx, b, fmt.Sprintf("p1-%s-%d-%s", mode, run, b.Arms[i].Name), rate, b.Arms[i])
 			if err != nil {
 				return err
 			}
-			if with {
-				s[1] = r
-			} else {
-				s[0] = r
-			}
+			s[i] = r
 		}
-		t := lab.NewCompare("without memcgd", "with memcgd")
+		names := make([]string, len(b.Arms))
+		for i, a := range b.Arms {
+			names[i] = a.Name
+		}
+		t, m := lab.NewCompare(names...), sum.medians[mode]
+		num := func(name, format string, f func(sample) float64) {
+			v := make([]float64, len(s))
+			for i := range s {
+				v[i] = f(s[i])
+			}
+			t.Num(name, format, v...)
+			m.Num(name, format, v...)
+		}
+		text := func(name string, f func(sample) string) {
+			v := make([]string, len(s))
+			for i := range s {
+				v[i] = f(s[i])
+			}
+			t.Text(name, v...)
+		}
+		field := func(name string) func(sample) float64 {
+			return func(s sample) float64 { return float64(s.daemon.Fields[name]) }
+		}
 		thresh := float64(e.dirty)
 		stock := "none (v1 has no per-cgroup dirty limit)"
 		if b.Layout.Memory.Version == cgroupfs.V2 {
@@ -124,27 +183,65 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int) error {
 			// of the cgroup's dirtyable memory.
 			stock = "the kernel's memcg domain: vm.dirty_ratio of the cgroup's file pages + headroom"
 		}
-		t.Text("dirty_thresh in force", stock, memcg.FormatSize(s[1].daemon.Fields["dirty_thresh"]))
-		t.Num("dirty+writeback max (MiB)", "%.1f", lab.MiB(s[0].dirty.Max), lab.MiB(s[1].dirty.Max))
-		t.Num("dirty+writeback p99 (MiB)", "%.1f", lab.MiB(s[0].dirty.P99), lab.MiB(s[1].dirty.P99))
-		t.Num("dirty+writeback p99 / dirty_bytes", "%.2f", float64(s[0].dirty.P99)/thresh, float64(s[1].dirty.P99)/thresh)
-		t.Num("dirty+writeback mean (MiB)", "%.1f", s[0].dirty.Mean/(1<<20), s[1].dirty.Mean/(1<<20))
-		t.Num("samples", "%.0f", float64(s[0].dirty.N), float64(s[1].dirty.N))
-		t.Num("throughput (MiB/s, write phase)", "%.1f", lab.MiB(uint64(s[0].res.Throughput())), lab.MiB(uint64(s[1].res.Throughput())))
-		t.Num("memcgd targeted write-outs", "%.0f", 0, float64(s[1].daemon.Fields["writeout_targeted"]))
-		t.Num("memcgd full flushes", "%.0f", 0, float64(s[1].daemon.Fields["writeout_flush"]))
-		t.Num("memcgd throttle pauses", "%.0f", 0, float64(s[1].daemon.Fields["throttle_pauses"]))
-		t.Num("samples with the writer frozen (%)", "%.1f", s[0].frozen, s[1].frozen)
-		t.Num("memcgd time paused (ms)", "%.0f", 0, float64(s[1].daemon.Fields["throttle_paused_us"])/1e3)
-		t.Num("memcgd CPU, user+sys (s)", "%.2f", 0, (s[1].daemon.Usage.User + s[1].daemon.Usage.Sys).Seconds())
-		fmt.Printf("### Part 1, dirty limit, %s, run %d (%s)\n\n%s\n", mode, run, lab.FirstArm(run), t)
+		text("dirty_thresh in force", func(s sample) string {
+			if s.daemon.Fields == nil {
+				return stock
+			}
+			return memcg.FormatSize(s.daemon.Fields["dirty_thresh"])
+		})
+		text("dirty-tracking path (memcgd stat dirty_tracker)", func(s sample) string {
+			if s.daemon.Fields == nil {
+				return "—"
+			}
+			return s.daemon.Tracker()
+		})
+		num("dirty+writeback max (MiB)", "%.1f", func(s sample) float64 { return lab.MiB(s.dirty.Max) })
+		num("dirty+writeback p99 (MiB)", "%.1f", func(s sample) float64 { return lab.MiB(s.dirty.P99) })
+		num("dirty+writeback p99 / dirty_bytes", "%.2f", func(s sample) float64 { return float64(s.dirty.P99) / thresh })
+		num("dirty+writeback mean (MiB)", "%.1f", func(s sample) float64 { return s.dirty.Mean / (1 << 20) })
+		num("samples", "%.0f", func(s sample) float64 { return float64(s.dirty.N) })
+		num("interval between samples, p50 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP50) })
+		num("interval between samples, p99 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP99) })
+		num("throughput (MiB/s, write phase)", "%.1f", func(s sample) float64 { return lab.MiB(uint64(s.res.Throughput())) })
+		num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
+		num("memcgd full flushes", "%.0f", field("writeout_flush"))
+		num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
+		num("samples with the writer frozen (%)", "%.1f", func(s sample) float64 { return s.frozen })
+		num("memcgd time paused (ms)", "%.0f", func(s sample) float64 { return field("throttle_paused_us")(s) / 1e3 })
+		num("memcgd CPU during the writer's run (% of one core)", "%.1f", func(s sample) float64 {
+			if s.daemon.Busy < 0 {
+				return math.NaN() // no daemon
+			}
+			return s.daemon.Busy * 100
+		})
+		num("memcgd CPU, user+sys over its life (s)", "%.2f", func(s sample) float64 { return (s.daemon.Usage.User + s.daemon.Usage.Sys).Seconds() })
+		fmt.Printf("### Part 1, dirty limit, %s, run %d (%s)\n\n%s\n", mode, run, lab.OrderText(run, b.Arms), t)
+
+		for i := 1; i < len(s); i++ {
+			ratio := float64(s[i].dirty.P99) / thresh
+			tp := s[i].res.Throughput() / s[0].res.Throughput()
+			name := b.Arms[i].Name
+			switch {
+			case mode == "paced":
+				sum.targets.Add("E2 paced: p99 of dirty+writeback ≤ 1.1 × dirty_bytes", name, "%.2f", func(v float64) bool { return v <= 1.1 }, ratio)
+			case name == lab.Fallback.Name:
+				sum.targets.Add("E2 unpaced, fallback: p99 of dirty+writeback ≤ 1.5 × dirty_bytes", name, "%.2f", func(v float64) bool { return v <= 1.5 }, ratio)
+			default:
+				sum.targets.Add("E2 unpaced: p99 of dirty+writeback ≤ 1.25 × dirty_bytes", name, "%.2f", func(v float64) bool { return v <= 1.25 }, ratio)
+			}
+			// Not a target: what holding the limit costs the writer.
+			sum.targets.Add("E2 "+mode+": throughput vs stock (no target)", name, "%.3f", nil, tp)
+		}
 	}
 	return nil
 }
 
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // limitRun runs the part-1 writer once in a fresh limited cgroup,
 // sampling its dirty+writeback.
-func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rate uint64, with bool) (s sample, err error) {
+func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rate uint64, arm lab.Arm) (s sample, err error) {
 	if err := lab.DropCaches(); err != nil {
 		return s, err
 	}
@@ -152,13 +249,18 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	if err != nil {
 		return s, err
 	}
-	d, err := b.StartArm(ctx, with, e.config(b), c)
+	d, err := b.StartArm(ctx, arm, e.config(b), c)
 	if err != nil {
 		return s, err
 	}
-	sm := b.Sample(e.every, c)
+	sm, err := b.SampleDirty(e.every, c)
+	if err != nil {
+		return s, err
+	}
 	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: 1 << 20, Rate: rate}
+	d.BusyStart()
 	s.res, _, err = w.Run(ctx, c)
+	d.BusyEnd()
 	samples, serr := sm.Stop()
 	if err != nil {
 		return s, err
@@ -166,8 +268,9 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	if serr != nil {
 		return s, fmt.Errorf("sample %s: %w", c.Path, serr)
 	}
-	s.dirty = samples.Stats[0].Series(memcg.Stat.DirtyAndWriteback).Summary()
-	s.frozen = samples.FrozenShare(0)
+	s.dirty = samples.Bytes.Summary()
+	s.frozen = samples.FrozenShare()
+	s.gapP50, s.gapP99 = samples.Gaps()
 	if s.daemon, err = b.EndArm(ctx, d, c); err != nil {
 		return s, err
 	}
@@ -179,10 +282,11 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 
 // part2 is the thread's bandwidth comparison.
 func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
-	t := lab.Table{Header: []string{"writer", "memcgd", "write() MiB/s", "write+fsync MiB/s", "dirty+writeback max (MiB)", "wall (s)"}}
-	for _, with := range lab.Order(run) {
+	t := lab.Table{Header: []string{"writer", "arm", "write() MiB/s", "write+fsync MiB/s", "dirty+writeback max (MiB)", "wall (s)"}}
+	for _, ai := range lab.Order(run, len(b.Arms)) {
+		arm := b.Arms[ai]
 		for _, limited := range []bool{false, true} {
-			name := fmt.Sprintf("p2-%d-%v-%v", run, with, limited)
+			name := fmt.Sprintf("p2-%d-%s-%v", run, arm.Name, limited)
 			if err := lab.DropCaches(); err != nil {
 				return err
 			}
@@ -202,7 +306,7 @@ func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
 					return err
 				}
 			}
-			d, err := b.StartArm(ctx, with, e.config(b), c)
+			d, err := b.StartArm(ctx, arm, e.config(b), c)
 			if err != nil {
 				return err
 			}
@@ -227,11 +331,7 @@ func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
 			if err := os.Remove(w.File); err != nil {
 				return err
 			}
-			state := "without"
-			if with {
-				state = "with"
-			}
-			t.Add(where, state, fmt.Sprintf("%.1f", lab.MiB(uint64(res.Throughput()))),
+			t.Add(where, arm.Name, fmt.Sprintf("%.1f", lab.MiB(uint64(res.Throughput()))),
 				fmt.Sprintf("%.1f", lab.MiB(uint64(res.DiskThroughput()))),
 				fmt.Sprintf("%.1f", lab.MiB(samples.Stats[0].Series(memcg.Stat.DirtyAndWriteback).Summary().Max)), fmt.Sprintf("%.2f", use.Wall.Seconds()))
 		}

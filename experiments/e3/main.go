@@ -4,13 +4,15 @@
 // small limit writing sequentially with fio. Reclaim in the writer's cgroup
 // meets its dirty pages; the stock kernel then wakes the flusher of the
 // whole device (mm/vmscan.c shrink_inactive_list → wakeup_flusher_threads),
-// writing the other cgroups' pages too. Three runs:
+// writing the other cgroups' pages too. One run per arm (-arms), and with
+// -full-flush one more:
 //
 //   - stock: no memcgd;
 //   - memcgd, writeback_first true: its reclaim writes out the writer's own
-//     files first (seed 000);
-//   - memcgd, writeback_first false: its reclaim falls back to the full
-//     flush every time.
+//     files first (seed 000), with the eBPF dirty tracker where it loads;
+//   - fallback: the same with the tracker disabled;
+//   - memcgd, writeback_first false (-full-flush): its reclaim falls back
+//     to the full flush every time.
 //
 // It reports fio's throughput and the bytes of the other cgroups' dirty
 // pages written out during the run (their dirty at the start minus their
@@ -20,7 +22,7 @@
 // writer (experiments/writer) writes in its place, in -bs chunks at
 // -fio-rate: buffered write(2)s as fio's job makes them; the output says so.
 //
-//	go run ./experiments/e3 [-n 1000] [-fraction 0.1] [-fio-size 2G] [-runs 2]
+//	go run ./experiments/e3 [-n 1000] [-fraction 0.1] [-fio-size 2G] [-runs 3] [-arms stock,memcgd,fallback] [-full-flush]
 //	go run ./experiments/e3 -vm v2     # in a cgroup v2 test VM, sizes scaled to it
 package main
 
@@ -34,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
@@ -54,6 +57,7 @@ func main() {
 	flag.Var(&e.fioSize, "fio-size", "bytes fio writes")
 	flag.Var(&e.bs, "bs", "fio block size")
 	flag.Var(&e.fioRate, "fio-rate", "fio's rate limit, bytes per second (fio --rate); 0, the seed's run, is unpaced")
+	flag.BoolVar(&e.fullFlush, "full-flush", false, "also run memcgd with writeback_first false (its reclaim's full flush)")
 	flag.StringVar(&e.defaults, "defaults", "dirty_ratio: 10, dirty_background_ratio: 5, min_free_kbytes: auto",
 		"memcgd's config defaults but writeback_first, which each run sets, as a YAML flow mapping's contents (the default is the embedded policy's)")
 	flag.Parse()
@@ -66,21 +70,36 @@ type experiment struct {
 	dirtyEach, limit, fioSize lab.Size
 	bs, fioRate               lab.Size
 	defaults                  string
+	fullFlush                 bool
 	// tool is "fio", or "writer" when fio is not installed.
 	tool string
 }
 
-// variant is one of the three runs.
+// variant is one of the runs of a repetition.
 type variant struct {
 	name string
-	// with says whether memcgd runs; wbFirst is its writeback_first.
-	with, wbFirst bool
+	// arm says whether and how memcgd runs; wbFirst is its writeback_first.
+	arm     lab.Arm
+	wbFirst bool
 }
 
-var variants = []variant{
-	{name: "stock (no memcgd)"},
-	{name: "memcgd, writeback_first true", with: true, wbFirst: true},
-	{name: "memcgd, writeback_first false (full flush)", with: true, wbFirst: false},
+// variants are the runs of a repetition, stock first: the arms, each
+// memcgd arm with writeback_first true, and with fullFlush memcgd with
+// writeback_first false.
+func variants(arms []lab.Arm, fullFlush bool) []variant {
+	var out []variant
+	for _, a := range arms {
+		switch {
+		case !a.Daemon:
+			out = append(out, variant{name: "stock (no memcgd)", arm: a})
+		default:
+			out = append(out, variant{name: a.Name + ", writeback_first true", arm: a, wbFirst: true})
+		}
+	}
+	if fullFlush {
+		out = append(out, variant{name: "memcgd, writeback_first false (full flush)", arm: lab.Memcgd})
+	}
+	return out
 }
 
 // result is what one run measured.
@@ -148,25 +167,35 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	fmt.Printf("Created %d cgroups in %.1f s.\n\n", e.n, time.Since(start).Seconds())
 	dirty := cgs[:k]
 
+	vs := variants(b.Arms, e.fullFlush)
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.name
+	}
+	medians := lab.NewMedians(names...)
+	var targets lab.Targets
 	for run := 1; run <= b.Runs; run++ {
 		t := lab.Table{Header: []string{"variant", "fio MiB/s", "vs stock", "others' dirty at start (MiB)",
 			"others' written out during the run (MiB)", "share written out", "fio's cgroup first at its limit (s)",
 			"others' dirty first down 10% (s)", "age of oldest dirty page at end (s)",
-			"memcgd targeted write-outs", "memcgd full flushes", "memcgd ready after (s)", "memcgd CPU (s)", "attempts"}}
+			"memcgd targeted write-outs", "memcgd full flushes", "dirty tracker", "memcgd ready after (s)",
+			"memcgd CPU during fio (% of one core)", "memcgd CPU (s)", "attempts"}}
 		// Rotate the order between repetitions; report in the fixed order.
-		results := make([]result, len(variants))
-		for j := range variants {
-			vi := (j + run - 1) % len(variants)
-			if results[vi], err = e.once(ctx, b, run, variants[vi], dirty); err != nil {
+		results := make([]result, len(vs))
+		var order []string
+		for j := range vs {
+			vi := (j + run - 1) % len(vs)
+			order = append(order, vs[vi].name)
+			if results[vi], err = e.once(ctx, b, run, vs[vi], dirty); err != nil {
 				return err
 			}
 		}
-		stock := results[0].fioBW
-		for i, v := range variants {
+		stock := results[0]
+		for i, v := range vs {
 			r := results[i]
-			vs := "—"
-			if v.with {
-				vs = lab.Change(stock, r.fioBW)
+			vsStock := "—"
+			if v.arm.Daemon {
+				vsStock = lab.Change(stock.fioBW, r.fioBW)
 			}
 			note := ""
 			if r.age > expire {
@@ -176,14 +205,64 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			if r.dirtyStart > 0 {
 				share = fmt.Sprintf("%.1f%%", float64(r.out)/float64(r.dirtyStart)*100)
 			}
-			t.Add(v.name, fmt.Sprintf("%.1f", lab.MiB(uint64(r.fioBW))), vs,
+			tracker := "—"
+			if r.daemon.Fields != nil {
+				tracker = r.daemon.Tracker()
+			}
+			t.Add(v.name, fmt.Sprintf("%.1f", lab.MiB(uint64(r.fioBW))), vsStock,
 				fmt.Sprintf("%.1f", lab.MiB(r.dirtyStart)), fmt.Sprintf("%.1f", lab.MiB(r.out)), share,
 				seconds(r.atLimit), seconds(r.firstOut), fmt.Sprintf("%.1f%s", r.age.Seconds(), note),
-				counter(r.daemon, "writeout_targeted"), counter(r.daemon, "writeout_flush"), startup(r.daemon), cpu(r.daemon), strconv.Itoa(r.attempts))
+				counter(r.daemon, "writeout_targeted"), counter(r.daemon, "writeout_flush"), tracker, startup(r.daemon),
+				busy(r.daemon), cpu(r.daemon), strconv.Itoa(r.attempts))
 		}
-		fmt.Printf("### Run %d\n\n%s\n", run, t.String())
+		fmt.Printf("### Run %d (order: %s)\n\n%s\n", run, strings.Join(order, "; "), t.String())
+
+		num := func(name, format string, f func(result) float64) {
+			v := make([]float64, len(results))
+			for i, r := range results {
+				v[i] = f(r)
+			}
+			medians.Num(name, format, v...)
+		}
+		num("fio MiB/s", "%.1f", func(r result) float64 { return lab.MiB(uint64(r.fioBW)) })
+		num("others' dirty at start (MiB)", "%.1f", func(r result) float64 { return lab.MiB(r.dirtyStart) })
+		num("others' written out during the run (MiB)", "%.1f", func(r result) float64 { return lab.MiB(r.out) })
+		num("memcgd targeted write-outs", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_targeted"]) })
+		num("memcgd full flushes", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_flush"]) })
+		num("memcgd CPU during fio (% of one core)", "%.1f", func(r result) float64 {
+			if r.daemon.Busy < 0 {
+				return math.NaN() // no daemon
+			}
+			return r.daemon.Busy * 100
+		})
+		for i := 1; i < len(vs); i++ {
+			r := results[i]
+			fewer := math.NaN()
+			if stock.out > 0 {
+				fewer = (float64(stock.out) - float64(r.out)) / float64(stock.out) * 100
+			}
+			name := vs[i].name
+			targets.Add("E3 unpaced: others' dirty bytes written out ≥ 95% fewer than stock", name, "%.1f%%",
+				func(v float64) bool { return v >= 95 }, fewer)
+			targets.Add("E3 unpaced: fio throughput ≥ stock", name, "%.3f", func(v float64) bool { return v >= 1 }, r.fioBW/stock.fioBW)
+			cpu := math.NaN()
+			if r.daemon.Busy >= 0 {
+				cpu = r.daemon.Busy * 100
+			}
+			targets.Add("E3: daemon CPU during fio ≤ 10% of one core", name, "%.1f%%", func(v float64) bool { return v <= 10 }, cpu)
+		}
 	}
+	fmt.Printf("### Medians of %d runs\n\n%s\n", b.Runs, medians)
+	fmt.Printf("### Targets (issue 7), medians of %d runs\n\n%s\n", b.Runs, targets.String())
 	return nil
+}
+
+// busy is the daemon's CPU use while fio ran, in percent of one core.
+func busy(d lab.DaemonResult) string {
+	if d.Fields == nil || d.Busy < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", d.Busy*100)
 }
 
 // rateText describes a writer's rate.
@@ -228,7 +307,7 @@ func counter(d lab.DaemonResult, name string) string {
 // has it, run fio in a fresh limited cgroup, and measure.
 func (e experiment) once(ctx context.Context, b *lab.Bench, run int, v variant, dirty []*lab.Cgroup) (result, error) {
 	for attempt := 1; ; attempt++ {
-		r, err := e.attempt(ctx, b, fmt.Sprintf("%d-%t-%t-%d", run, v.with, v.wbFirst, attempt), v, dirty)
+		r, err := e.attempt(ctx, b, fmt.Sprintf("%d-%s-%t-%d", run, v.arm.Name, v.wbFirst, attempt), v, dirty)
 		r.attempts = attempt
 		if !errors.Is(err, errDisturbed) || attempt == maxAttempts {
 			return r, err
@@ -275,7 +354,7 @@ func (e experiment) attempt(ctx context.Context, b *lab.Bench, tag string, v var
 	}
 	cfg := fmt.Sprintf("version: 1\nmanage: {under: %s, limited_only: true}\ndefaults: {%s, writeback_first: %t}\n",
 		b.Root.Path, e.defaults, v.wbFirst)
-	d, err := b.StartArm(ctx, v.with, cfg, fc)
+	d, err := b.StartArm(ctx, v.arm, cfg, fc)
 	if err != nil {
 		return r, err
 	}
@@ -297,6 +376,7 @@ func (e experiment) attempt(ctx context.Context, b *lab.Bench, tag string, v var
 	// The lab's Root holds no task: its hierarchical dirty is the sum of
 	// its children's, so Root minus fio's cgroup is the others'.
 	sm := b.Sample(10*time.Millisecond, b.Root, fc)
+	d.BusyStart()
 	if e.tool == "fio" {
 		r.fioBW, err = e.fio(ctx, fc, file)
 	} else {
@@ -305,6 +385,7 @@ func (e experiment) attempt(ctx context.Context, b *lab.Bench, tag string, v var
 		res, _, err = w.Run(ctx, fc)
 		r.fioBW = res.Throughput()
 	}
+	d.BusyEnd()
 	samples, serr := sm.Stop()
 	if err != nil {
 		return r, err

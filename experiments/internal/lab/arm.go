@@ -3,38 +3,103 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-// An experiment compares two arms, without and with memcgd, on the same
-// workload. Order alternates which runs first between repetitions, so that
-// a drift of the machine (another tenant's I/O, a warming disk cache) does
-// not always favour the same arm.
+// An experiment compares arms on the same workload: stock (no memcgd),
+// memcgd as it runs by default (with its eBPF dirty tracker where it
+// loads), and memcgd on its fallback path (the tracker disabled by a
+// flag). Order rotates which arm runs first between repetitions, so that
+// a drift of the machine (another tenant's I/O, a warming disk cache)
+// does not always favour the same arm, and each repetition's ratios are
+// taken between arms run back to back.
 
-// Order is the order of the arms in repetition run (from 1): false is
-// without memcgd, true with it. Odd runs start without.
-func Order(run int) []bool {
-	if run%2 == 0 {
-		return []bool{true, false}
-	}
-	return []bool{false, true}
+// TrackerOffFlag is the `memcgd run` flag that disables the eBPF dirty
+// tracker, so that the daemon runs its fallback (an adaptive polling
+// interval). The fallback arm passes it; it is the one place the flag's
+// name is spelled.
+const TrackerOffFlag = "--dirty-tracker=off"
+
+// Arm is one way of running a workload.
+type Arm struct {
+	// Name is the arm's name on the command line (-arms) and in tables.
+	Name string
+	// Daemon says whether memcgd runs in this arm.
+	Daemon bool
+	// Args are extra `memcgd run` flags of this arm, after -daemon-args.
+	Args []string
 }
 
-// FirstArm names the arm that runs first in repetition run.
-func FirstArm(run int) string {
-	if Order(run)[0] {
-		return "with memcgd first"
+// The arms every experiment knows.
+var (
+	// Stock runs the workload without memcgd.
+	Stock = Arm{Name: "stock"}
+	// Memcgd runs memcgd with its defaults: the tracker where it loads.
+	Memcgd = Arm{Name: "memcgd", Daemon: true}
+	// Fallback runs memcgd with the tracker disabled (TrackerOffFlag).
+	Fallback = Arm{Name: "fallback", Daemon: true, Args: []string{TrackerOffFlag}}
+)
+
+// KnownArms are the arms -arms accepts.
+var KnownArms = []Arm{Stock, Memcgd, Fallback}
+
+// DefaultArms is the default of -arms.
+const DefaultArms = "stock,memcgd"
+
+// ParseArms parses a comma-separated list of arm names. The first arm is
+// the baseline every other is compared with; it must be stock.
+func ParseArms(s string) ([]Arm, error) {
+	var arms []Arm
+	var names []string
+	for _, a := range KnownArms {
+		names = append(names, a.Name)
 	}
-	return "without memcgd first"
+	for _, n := range strings.Split(s, ",") {
+		i := slices.Index(names, n)
+		if i < 0 {
+			return nil, fmt.Errorf("-arms: invalid arm %q: allowed %s", n, strings.Join(names, ", "))
+		}
+		if slices.ContainsFunc(arms, func(a Arm) bool { return a.Name == n }) {
+			return nil, fmt.Errorf("-arms: arm %q given twice", n)
+		}
+		arms = append(arms, KnownArms[i])
+	}
+	if len(arms) < 2 || arms[0].Name != Stock.Name {
+		return nil, fmt.Errorf("-arms: invalid value %q: want stock first (the baseline), then at least one arm with memcgd", s)
+	}
+	return arms, nil
+}
+
+// Order is the order in which repetition run (from 1) runs n arms, as
+// indices: a rotation that starts at arm (run−1) mod n. With two arms,
+// odd runs start without memcgd and even runs with it.
+func Order(run, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = (run - 1 + i) % n
+	}
+	return out
+}
+
+// OrderText names the arms in the order repetition run runs them.
+func OrderText(run int, arms []Arm) string {
+	var names []string
+	for _, i := range Order(run, len(arms)) {
+		names = append(names, arms[i].Name)
+	}
+	return "order: " + strings.Join(names, ", ")
 }
 
 // StartArm starts memcgd with config for an arm with it, and waits until
-// it has observed c; without, it does nothing and returns nil.
-func (b *Bench) StartArm(ctx context.Context, with bool, config string, c *Cgroup) (*Daemon, error) {
-	if !with {
+// it has observed c; for the stock arm it does nothing and returns nil.
+func (b *Bench) StartArm(ctx context.Context, arm Arm, config string, c *Cgroup) (*Daemon, error) {
+	if !arm.Daemon {
 		return nil, nil
 	}
-	d, err := b.Daemon(ctx, config)
+	d, err := b.StartDaemon(ctx, DaemonOptions{Bin: b.Memcgd, Config: config,
+		Args: append(strings.Fields(b.DaemonArgs), arm.Args...)})
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +120,37 @@ type DaemonResult struct {
 	// Startup is how long it took from its start until it had observed
 	// the arm's cgroup.
 	Startup time.Duration
+	// Busy is the daemon's CPU use during the workload, from MarkBusy to
+	// EndArm's reading: CPU time over wall time (1 is one core); −1 when
+	// it was not measured.
+	Busy float64
+}
+
+// Tracker says which dirty-tracking path the daemon reported for the
+// cgroup: "tracker", "poll" (the fallback), or "n/a" when its `memcgd
+// stat` has no dirty_tracker field (a daemon from before issue 7) or no
+// daemon ran.
+func (r DaemonResult) Tracker() string {
+	v, ok := r.Fields["dirty_tracker"]
+	switch {
+	case !ok:
+		return "n/a"
+	case v == 1:
+		return "tracker"
+	default:
+		return "poll"
+	}
 }
 
 // EndArm reads d's counters for c, stops d (SIGTERM, exit status 0) and
 // checks that it left c and the lab's Root as it found them. With a nil d
-// it returns the zero DaemonResult.
+// it returns the zero DaemonResult. The daemon's CPU use during the
+// workload (DaemonResult.Busy) is measured from d.MarkBusy to this call.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return DaemonResult{}, nil
+		return DaemonResult{Busy: -1}, nil
 	}
+	busy := d.busy()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
 		return DaemonResult{}, err
@@ -74,5 +161,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 	if err := CheckUntouched(b.Root, c); err != nil {
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
-	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup}, nil
+	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy}, nil
 }

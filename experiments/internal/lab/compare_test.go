@@ -30,3 +30,16 @@ func TestTableAlignsColumns(t *testing.T) {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestCompareGivesEachArmItsChangeFromTheFirst(t *testing.T) {
+	c := NewCompare("stock", "memcgd", "fallback")
+	c.Num("MiB/s", "%.0f", 1000, 950, 900)
+	c.Text("path", "—", "tracker", "poll")
+	want := "| quantity | stock | memcgd  | change | fallback | change |\n" +
+		"|----------|-------|---------|--------|----------|--------|\n" +
+		"| MiB/s    | 1000  | 950     | -5.0%  | 900      | -10.0% |\n" +
+		"| path     | —     | tracker |        | poll     |        |\n"
+	if got := c.String(); got != want {
+		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -43,9 +43,11 @@ type Daemon struct {
 	cmd     *exec.Cmd
 	started time.Time
 	startup time.Duration // set by StartArm
-	exited  chan struct{}
-	err     error // Wait's, once exited is closed
-	usage   Usage // once exited is closed
+	// busyFrom and busyTo bracket the workload (BusyStart, BusyEnd).
+	busyFrom, busyTo busyMark
+	exited           chan struct{}
+	err              error // Wait's, once exited is closed
+	usage            Usage // once exited is closed
 }
 
 // StartDaemon starts memcgd and returns once its control socket answers

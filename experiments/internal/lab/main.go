@@ -21,6 +21,8 @@ type Flags struct {
 	DaemonArgs string
 	// Runs is how many times the experiment repeats.
 	Runs int
+	// Arms are the arms to run, comma-separated (ParseArms).
+	Arms string
 	// Writer is a prebuilt experiments/writer binary; empty builds it.
 	Writer string
 	// Revision names the source the binaries were built from; empty asks
@@ -39,7 +41,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Scratch, "scratch", "/var/tmp", "directory on a disk (not tmpfs) for the experiment's files")
 	fs.StringVar(&f.Memcgd, "memcgd", "", "prebuilt memcgd binary (default: go build ./cmd/memcgd)")
 	fs.StringVar(&f.DaemonArgs, "daemon-args", "", "extra `memcgd run` flags, space-separated (e.g. \"--active-interval 20ms\")")
-	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance")
+	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance; the summary gives the median of each run's figures")
+	fs.StringVar(&f.Arms, "arms", DefaultArms, "arms to run, comma-separated, stock first: stock (no memcgd), memcgd (its defaults: the eBPF tracker where it loads), "+
+		"fallback (memcgd "+TrackerOffFlag+")")
 	fs.StringVar(&f.Writer, "writer", "", "prebuilt experiments/writer binary (default: go build ./experiments/writer)")
 	fs.StringVar(&f.Revision, "revision", "", "source revision to report (default: from git)")
 	f.VM.register(fs)
@@ -52,11 +56,8 @@ type Bench struct {
 	Flags
 	// Memcgd and Writer are the binaries.
 	Memcgd, Writer string
-}
-
-// Daemon starts memcgd with config and the -daemon-args.
-func (b *Bench) Daemon(ctx context.Context, config string) (*Daemon, error) {
-	return b.StartDaemon(ctx, DaemonOptions{Bin: b.Memcgd, Config: config, Args: strings.Fields(b.DaemonArgs)})
+	// Arms are the arms to run (-arms), stock first.
+	Arms []Arm
 }
 
 // Main runs an experiment named name (its package path, as
@@ -87,6 +88,10 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	if f.Runs < 1 {
 		return fmt.Errorf("-runs: invalid value %d: want 1 or more", f.Runs)
 	}
+	arms, err := ParseArms(f.Arms)
+	if err != nil {
+		return err
+	}
 	l, err := New(Options{Scratch: f.Scratch, Revision: f.Revision})
 	if err != nil {
 		return err
@@ -96,7 +101,7 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 	}()
-	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd, Writer: f.Writer}
+	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd, Writer: f.Writer, Arms: arms}
 	if b.Memcgd == "" {
 		if b.Memcgd, err = l.Build(ctx, "./cmd/memcgd"); err != nil {
 			return err

@@ -122,3 +122,17 @@ func (st Stats) Series(f func(memcg.Stat) uint64) Series {
 	}
 	return out
 }
+
+// Gaps is the median and 99th percentile of the intervals between two
+// rounds of observations: the sampling interval achieved, which a loaded
+// machine or slow reads can stretch past the one asked for.
+func (s Samples) Gaps() (p50, p99 time.Duration) {
+	if len(s.At) < 2 {
+		return 0, 0
+	}
+	g := make(Series, len(s.At)-1)
+	for i := range g {
+		g[i] = uint64(s.At[i+1] - s.At[i])
+	}
+	return time.Duration(g.Percentile(50)), time.Duration(g.Percentile(99))
+}

@@ -9,14 +9,28 @@
 // writer held up (by reclaim, by a throttle) does not burst afterwards to
 // catch up: it writes at most -rate from then on, as a paced producer
 // would.
+//
+// With -stdin it writes on demand instead, for measuring reactions to a
+// write: it prints "ready", then for each decimal byte count N read from
+// standard input, one per line, takes CLOCK_MONOTONIC, write(2)s N new
+// bytes in one call and prints the time it took before the call, in
+// nanoseconds, one per line. It ends at the end of its input.
+//
+//	writer -file /var/tmp/f -stdin
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 )
@@ -35,6 +49,7 @@ func run() error {
 		chunk = lab.Size(1 << 20)
 		rate  lab.Size
 		sync  = flag.Bool("fsync", false, "fsync the file after writing it, timed separately")
+		stdin = flag.Bool("stdin", false, "write on demand: a byte count per line of standard input, printing when each write(2) began")
 	)
 	flag.Var(&size, "size", "bytes to write")
 	flag.Var(&chunk, "chunk", "bytes per write(2)")
@@ -51,6 +66,12 @@ func run() error {
 		return err
 	}
 	defer f.Close()
+	if *stdin {
+		if err := onDemand(f, os.Stdin, os.Stdout); err != nil {
+			return err
+		}
+		return f.Close()
+	}
 	buf := make([]byte, chunk)
 
 	start := time.Now()
@@ -102,4 +123,46 @@ func (b *bucket) take(n float64) {
 		b.last = now
 	}
 	b.tokens -= n
+}
+
+// maxDemand bounds one on-demand write.
+const maxDemand = 1 << 30
+
+// onDemand writes to f the byte counts read from in, one per line, each in
+// one write(2), printing to out the CLOCK_MONOTONIC time in nanoseconds at
+// which each write began (the clock bpf_ktime_get_ns and the tracker's
+// events use).
+func onDemand(f *os.File, in io.Reader, out io.Writer) error {
+	w := bufio.NewWriter(out)
+	if _, err := fmt.Fprintln(w, "ready"); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(in)
+	var buf []byte
+	for line := 1; sc.Scan(); line++ {
+		n, err := strconv.ParseUint(strings.TrimSpace(sc.Text()), 10, 64)
+		if err != nil || n == 0 || n > maxDemand {
+			return fmt.Errorf("standard input line %d: invalid byte count %q: want a whole number from 1 to %d", line, sc.Text(), maxDemand)
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			return fmt.Errorf("clock_gettime: %w", err)
+		}
+		if _, err := f.Write(buf[:n]); err != nil {
+			return fmt.Errorf("write %s: %w", f.Name(), err)
+		}
+		if _, err := fmt.Fprintln(w, ts.Nano()); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }

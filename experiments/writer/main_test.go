@@ -1,6 +1,11 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,5 +46,43 @@ func TestUnpacedBucketNeverWaits(t *testing.T) {
 	}
 	if got := time.Since(start); got > 10*time.Millisecond {
 		t.Errorf("1000 unpaced takes took %v, want no waiting", got)
+	}
+}
+
+func TestOnDemandWritesEachCountInOneCallAndPrintsWhen(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out strings.Builder
+	if err := onDemand(f, strings.NewReader("4096\n10\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || lines[0] != "ready" {
+		t.Fatalf("output %q, want ready and two times", out.String())
+	}
+	t1, err1 := strconv.ParseInt(lines[1], 10, 64)
+	t2, err2 := strconv.ParseInt(lines[2], 10, 64)
+	if err1 != nil || err2 != nil || t1 <= 0 || t2 < t1 {
+		t.Errorf("times %q, %q: want increasing CLOCK_MONOTONIC nanoseconds", lines[1], lines[2])
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != 4106 {
+		t.Errorf("file size %v (%v), want 4106", st.Size(), err)
+	}
+}
+
+func TestOnDemandRefusesABadCount(t *testing.T) {
+	for _, in := range []string{"x\n", "0\n", "-5\n", "2000000000\n"} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = onDemand(f, strings.NewReader(in), io.Discard)
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), "line 1: invalid byte count") {
+			t.Errorf("onDemand(%q) = %v, want an error naming line 1 and the count", in, err)
+		}
 	}
 }

@@ -445,24 +445,3 @@ func TestAgentThrottlesPastFreerun(t *testing.T) {
 		}
 	}
 }
-
-func TestWakeAt(t *testing.T) {
-	e := memcg.Effective{
-		Dirty:      memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
-		Watermarks: memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib},
-	}
-	tests := []struct {
-		name string
-		s    memcg.Stat
-		want uint64
-	}{
-		{"dirty background is nearer", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 16 * mib},
-		{"low watermark is nearer", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 95 * mib},
-		{"no limit: dirty only", memcg.Stat{Limit: memcg.NoLimit, Usage: 10 * mib}, 18 * mib},
-	}
-	for _, tt := range tests {
-		if got := wakeAt(tt.s, e); got != tt.want {
-			t.Errorf("%s: wakeAt = %d MiB, want %d MiB", tt.name, got/mib, tt.want/mib)
-		}
-	}
-}

@@ -7,6 +7,11 @@ type Wake struct {
 	// cgroup cannot reach its dirty background threshold or its low
 	// watermark unseen: new dirty pages are new charged pages.
 	UsageAbove uint64
+	// DirtiedAbove reports the cgroup once the count of bytes its tasks
+	// dirtied (host.DirtyCounter's counter) passes this absolute value;
+	// 0 means no such watch. Only a watcher with a dirty tracker can
+	// honour it; others ignore it.
+	DirtiedAbove uint64
 }
 
 // Watcher reports cgroups that may need attention, so that the agent need

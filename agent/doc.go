@@ -14,7 +14,19 @@
 // in flight, run on goroutines of their own and report through channels or
 // the mutex-guarded counters.
 //
-// Lock order: Agent.mu, then Agent.ancMu, then inflight.mu. No code holds
-// two of them at once today, and none is held across a host call or a
-// channel operation; the Overrides' own lock is taken with none held.
+// The closed-loop throttle (throttle.go) keeps each cgroup's open episode
+// in cgroupState.thr, under a mutex of its own: the worker stepping the
+// cgroup carries out the decision's freezer action under it, and the
+// cgroup's deadline timer (HoldFor, RunFor) thaws or refreezes under it
+// between steps; each decision bumps its generation, so a timer armed by
+// an older decision does nothing. A timer asks the loop for a step through
+// Agent.due, never blocking. The loop takes it only to end an episode (a
+// forgotten cgroup, shutdown).
+//
+// Lock order: throttle.mu, then Agent.mu, then Agent.ancMu, then
+// inflight.mu. throttle.mu is held across the host's freezer calls (one
+// bounded cgroupfs write each, itself taking inflight-free cgroupfs
+// locks only); the others are never held across a host call or a channel
+// operation. No code holds two of them at once today; the Overrides' own
+// lock is taken with none held.
 package agent

@@ -22,15 +22,15 @@ import (
 type writerKernel struct {
 	clock *fakeClock
 
-	mu       sync.Mutex
-	rate, bw float64 // bytes per second
-	level    float64 // dirty+writeback bytes
-	dirtied  float64 // bytes the writer dirtied, ever
-	last     time.Time
-	frozen   bool
-	since    time.Time // of the freeze
-	open     bool      // an episode is open
-	freezeErr error    // what Freeze returns, when set
+	mu        sync.Mutex
+	rate, bw  float64 // bytes per second
+	level     float64 // dirty+writeback bytes
+	dirtied   float64 // bytes the writer dirtied, ever
+	last      time.Time
+	frozen    bool
+	since     time.Time // of the freeze
+	open      bool      // an episode is open
+	freezeErr error     // what Freeze returns, when set
 
 	freezes, refreezes, thaws, ends int
 	longest                         time.Duration // the longest freeze
@@ -285,7 +285,7 @@ func TestClosedLoopOnFakeTime(t *testing.T) {
 			k := newWriterKernel(c, tt.rate, tt.bw)
 			s := newStepper(t, k, c, nil)
 			start := c.Now()
-			s.run(k, start.Add(2 * time.Second))
+			s.run(k, start.Add(2*time.Second))
 			mid := k.snapshot()
 			if mid.freezes != 1 {
 				t.Errorf("%d episodes (Freeze calls) in 2 s of writing, want 1", mid.freezes)
@@ -308,7 +308,7 @@ func TestClosedLoopOnFakeTime(t *testing.T) {
 			}
 
 			k.setRate(0)
-			s.run(k, c.Now().Add(3 * time.Second))
+			s.run(k, c.Now().Add(3*time.Second))
 			end := k.snapshot()
 			if end.ends != 1 || end.frozen || end.open {
 				t.Errorf("after the writer stopped: %d ends, frozen %v, open %v; want the episode ended, thawed", end.ends, end.frozen, end.open)
@@ -392,7 +392,7 @@ func TestFreezerNoneReported(t *testing.T) {
 			k := newWriterKernel(c, 400e6, 100e6)
 			k.freezeErr = tt.freezeErr
 			s := newStepper(t, k, c, tt.self)
-			s.run(k, c.Now().Add(500 * time.Millisecond))
+			s.run(k, c.Now().Add(500*time.Millisecond))
 			st, err := s.a.Status("/w")
 			if err != nil {
 				t.Fatal(err)

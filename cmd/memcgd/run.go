@@ -19,7 +19,31 @@ import (
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/metrics"
 	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
+
+// flushWait bounds how long the daemon waits at exit for the full flushes
+// in progress: a syncfs on a slow device must not hold back the undo.
+const flushWait = 2 * time.Second
+
+// flushWaiter is a host whose full flushes outlive the call that starts
+// them (cgroupfs.FS).
+type flushWaiter interface {
+	WaitFlushes(ctx context.Context) error
+}
+
+// waitFlushes waits for h's flushes in progress, at most flushWait.
+func waitFlushes(h any, log *slog.Logger) {
+	fw, ok := h.(flushWaiter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushWait)
+	defer cancel()
+	if err := fw.WaitFlushes(ctx); err != nil {
+		log.Warn("full flushes still running at exit", "waited", flushWait, "err", err)
+	}
+}
 
 // runFlags are `memcgd run`'s own flags.
 type runFlags struct {
@@ -27,6 +51,7 @@ type runFlags struct {
 	allowNonLoopback                   bool
 	workers                            int
 	activeInterval, scanInterval       time.Duration
+	reaction                           time.Duration
 	logLevel                           string
 }
 
@@ -59,6 +84,7 @@ running one kept.`,
 	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "step interval of a cgroup over a threshold")
+	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
@@ -127,6 +153,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
+		Reaction: f.reaction,
 	})
 	if err != nil {
 		w.Close()
@@ -148,7 +175,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		}
 	}()
 	if f.listen != "" {
-		reg, err := metrics.NewRegistry(func() []agent.Status { s, _ := a.Status(""); return s }, metrics.WithDropped(w))
+		path, _ := a.DirtyTracking()
+		reg, err := metrics.NewRegistry(func() []state.Status { s, _ := a.Status(""); return s },
+			metrics.WithDropped(w), metrics.WithDirtyTracking(path))
 		if err != nil {
 			return err
 		}
@@ -190,6 +219,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	// Run returns within its stop timeout of ctx's end, even with a host
 	// call stuck in the kernel, so that the undo below always runs.
 	runErr := a.Run(ctx)
+	// Full flushes run past the step that started them; let them finish,
+	// within a bound, so that none is cut off mid-syncfs by the exit.
+	waitFlushes(fs, log)
 	// Run has ended every pause; undo anything still journalled (a squeeze
 	// interrupted by the signal) so that nothing the daemon changed remains.
 	undone, err = j.Recover(context.Background())

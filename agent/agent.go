@@ -741,16 +741,24 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	// The status shows the observation before the actions: one that
 	// blocks in the kernel must not hide what the daemon saw.
 	a.setStatus(st, s, eff, now)
-	c, deferred, vanished := a.act(ctx, st, s, d)
-	if vanished {
-		return stepResult{st: st, vanish: true}
-	}
+	// The freezer first, against the Decision's order: a freeze or a
+	// thaw is due now (a few hundred µs after the observation), while a
+	// write-out or a v1 reclaim step can take tens of milliseconds, in
+	// which a fast writer would dirty tens of MiB more, or a drained
+	// cgroup stay frozen. Neither needs the tasks running.
+	var c Counters
 	if fz == policy.FreezerHeld {
 		tc, why := a.carry(ctx, st, d)
-		c = addCounters(c, tc)
+		c = tc
 		if why != "" {
 			a.unavailable(st, why)
 		}
+	}
+	ac, deferred, vanished := a.act(ctx, st, s, d)
+	c = addCounters(c, ac)
+	if vanished {
+		a.addCounters(st, c)
+		return stepResult{st: st, vanish: true}
 	}
 	a.addCounters(st, c)
 	r := stepResult{st: st, active: d.Active, throttled: d.Episode, at: at, next: d.NextLook, pause: d.Pause,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memcgd/memcgd/config"
@@ -174,7 +175,11 @@ type cgroupState struct {
 
 	// worker-owned: only the worker stepping the cgroup touches these, and
 	// the loop hands a cgroup to one worker at a time (scheduled).
-	ctrl    *policy.Controller
+	ctrl *policy.Controller
+	// acting is set while the cgroup's write-out, flush or reclaim runs
+	// (actOrHandOff), on the worker or on a goroutine of its own; backoff
+	// belongs to whoever set it.
+	acting  atomic.Bool
 	backoff reclaimBackoff
 	// unavailable is why no freezer reaches this cgroup (the host said
 	// so): it is then never frozen nor paused. Set by the worker, or by
@@ -754,13 +759,11 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 			a.unavailable(st, why)
 		}
 	}
-	ac, deferred, vanished := a.act(ctx, st, s, d)
-	c = addCounters(c, ac)
+	a.addCounters(st, c)
+	deferred, vanished := a.actOrHandOff(ctx, st, s, d)
 	if vanished {
-		a.addCounters(st, c)
 		return stepResult{st: st, vanish: true}
 	}
-	a.addCounters(st, c)
 	r := stepResult{st: st, active: d.Active, throttled: d.Episode, at: at, next: d.NextLook, pause: d.Pause,
 		wake: host.Wake{UsageAbove: d.Wake.UsageAbove}}
 	if a.tracker && s.Counters.HasDirtied && d.Wake.DirtiedAbove != memcg.NoLimit {
@@ -775,6 +778,37 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 		r.wake.UsageAbove = backoffWake(s, eff.Dirty, a.opts.ReclaimStep)
 	}
 	return r
+}
+
+// actOrHandOff carries out d's write-out, flush and reclaim (act). While a
+// throttle episode is open it does so on a goroutine of its own and
+// returns at once: the cgroup is stepped every millisecond or so then,
+// and a write-out or a v1 reclaim step taking tens of milliseconds would
+// hold back the next look, and the next thaw or freeze, by as much. A
+// step that finds the previous one's actions still running skips its
+// own: a write-out in flight is one already started, and reclaim comes
+// again at the next step.
+func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (deferred, vanished bool) {
+	if !d.WriteOut && !d.Flush && d.Reclaim == 0 && !d.ReclaimStart {
+		return false, false
+	}
+	if !st.acting.CompareAndSwap(false, true) {
+		return false, false
+	}
+	if !d.Episode {
+		defer st.acting.Store(false)
+		c, deferred, vanished := a.act(ctx, st, s, d)
+		a.addCounters(st, c)
+		return deferred, vanished
+	}
+	a.running.Add(1) // the calling worker is counted: Run's Wait has not returned
+	go func() {
+		defer a.running.Done()
+		defer st.acting.Store(false)
+		c, _, _ := a.act(ctx, st, s, d) // a vanished cgroup is found by the next step
+		a.addCounters(st, c)
+	}()
+	return false, false
 }
 
 // freezer says how the agent can stop st's tasks: not at all when they

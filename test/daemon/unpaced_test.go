@@ -50,15 +50,18 @@ func TestDaemonUnpacedWriterFallback(t *testing.T) {
 	}
 
 	// write runs the writer in c and samples its dirty+writeback every
-	// 2 ms meanwhile; it returns the samples and the writer's MiB/s.
-	write := func(c *cgrouptest.Cgroup, name string) ([]uint64, float64) {
+	// 2 ms meanwhile; it returns the samples, when each was taken from
+	// the writer's start, and the writer's MiB/s.
+	write := func(c *cgrouptest.Cgroup, name string) ([]uint64, []time.Duration, float64) {
 		t.Helper()
 		file := filepath.Join(dir, name)
 		defer os.Remove(file)
 		var (
 			mu      sync.Mutex
 			samples []uint64
+			at      []time.Duration
 		)
+		start := time.Now()
 		stop := make(chan struct{})
 		sampled := make(chan struct{})
 		go func() {
@@ -74,10 +77,10 @@ func TestDaemonUnpacedWriterFallback(t *testing.T) {
 				s := observe(t, l, c)
 				mu.Lock()
 				samples = append(samples, s.DirtyAndWriteback())
+				at = append(at, time.Since(start))
 				mu.Unlock()
 			}
 		}()
-		start := time.Now()
 		cmd := c.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", fmt.Sprintf("count=%d", size))
 		err := cmd.Wait()
 		took := time.Since(start)
@@ -86,19 +89,23 @@ func TestDaemonUnpacedWriterFallback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dd in %s: %v (stderr %q)", c.Path, err, cmd.Stderr)
 		}
-		return samples, float64(size) / took.Seconds()
+		return samples, at, float64(size) / took.Seconds()
 	}
 
 	var all []uint64
 	var ratios []float64
 	for r := range rounds {
-		_, stockRate := write(stock, fmt.Sprintf("stock-%d", r))
-		samples, rate := write(w, fmt.Sprintf("managed-%d", r))
+		_, _, stockRate := write(stock, fmt.Sprintf("stock-%d", r))
+		samples, at, rate := write(w, fmt.Sprintf("managed-%d", r))
 		all = append(all, samples...)
 		ratios = append(ratios, rate/stockRate)
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
 		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples)",
 			r, stockRate, rate, 100*rate/stockRate, float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, len(samples))
+		if from, until, peak := longestAbove(samples, at, 3*dirtyBytes/2); until > from {
+			t.Logf("round %d: longest excursion over 1.5 x dirty_bytes: %v to %v after the writer started, peak %d MiB",
+				r, from.Round(time.Millisecond), until.Round(time.Millisecond), peak/mib)
+		}
 		// The episode ends a second after the writer stops
 		// (policy.EpisodeLinger); the cgroup must be thawed by then.
 		if f := waitThawed(t, l, w, 3*time.Second); len(f) > 0 {
@@ -122,6 +129,29 @@ func TestDaemonUnpacedWriterFallback(t *testing.T) {
 	if f := frozen(t, l, w); len(f) > 0 {
 		t.Errorf("%s frozen after the daemon stopped: %v", w.Path, f)
 	}
+}
+
+// longestAbove returns the longest run of samples above level: when it
+// began and ended (the first sample back at or below level) and its peak.
+func longestAbove(xs []uint64, at []time.Duration, level uint64) (from, until time.Duration, peak uint64) {
+	for i := 0; i < len(xs); i++ {
+		if xs[i] <= level {
+			continue
+		}
+		j, top := i, uint64(0)
+		for ; j < len(xs) && xs[j] > level; j++ {
+			top = max(top, xs[j])
+		}
+		end := at[len(at)-1]
+		if j < len(xs) {
+			end = at[j]
+		}
+		if end-at[i] > until-from {
+			from, until, peak = at[i], end, top
+		}
+		i = j
+	}
+	return from, until, peak
 }
 
 // percentile is the p-th percentile of xs (nearest rank).

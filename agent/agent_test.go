@@ -31,6 +31,7 @@ type fakeHost struct {
 	overlap  map[host.Cgroup]int // the most pauses of one cgroup at once
 	holds    map[hold]*held
 	watcher  *fakeWatcher // told of every change, when set
+	flushErr error        // what Flush returns
 }
 
 // hold names a call of the fake host to one cgroup: "write out", "flush",
@@ -152,6 +153,9 @@ func (f *fakeHost) Flush(ctx context.Context, cg host.Cgroup) error {
 	defer f.mu.Unlock()
 	f.flushes[cg]++
 	f.wait(cg, "flush")
+	if f.flushErr != nil {
+		return f.flushErr
+	}
 	for _, s := range f.stats {
 		s.Dirty = 0
 	}

@@ -199,6 +199,7 @@ type stepResult struct {
 	active    bool
 	throttled bool
 	wake      host.Wake
+	keepWake  bool // no decision: leave the watch as it is
 	vanish    bool
 	at        time.Time     // the agent's clock when the step began
 	next      time.Duration // step again this long after at; 0: only when woken
@@ -530,7 +531,7 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 	a.mu.Lock()
 	st.status.Active = r.active
 	a.mu.Unlock()
-	if a.opts.Watcher != nil && r.wake != st.wake && (!r.active || a.tracker) {
+	if a.opts.Watcher != nil && !r.keepWake && r.wake != st.wake && (!r.active || a.tracker) {
 		// An active cgroup is looked at anyway: its usage watch is armed
 		// when it goes idle. The tracker's is armed after every step.
 		if err := a.opts.Watcher.Watch(st.cg, r.wake); err != nil {
@@ -690,7 +691,7 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 			return stepResult{st: st, vanish: true}
 		}
 		a.log.Warn("observe", "cgroup", st.cg, "err", err)
-		return stepResult{st: st, active: true, at: at, next: a.opts.ScanInterval, wake: st.wake, throttled: st.thr.isOpen()}
+		return stepResult{st: st, active: true, at: at, next: a.opts.ScanInterval, keepWake: true, throttled: st.thr.isOpen()}
 	}
 	s := chain[len(chain)-1]
 	eff := memcg.Resolve(chain, knobs)

@@ -69,7 +69,9 @@ type Options struct {
 	Self []host.Cgroup
 	// Workers bounds how many cgroups are worked on at once.
 	Workers int
-	// ActiveInterval is how often an active cgroup is stepped.
+	// ActiveInterval is the longest the policy lets an active cgroup go
+	// unobserved (policy.Input.ActiveInterval, the ceiling of NextLook);
+	// also how long an ancestor's reading is reused.
 	ActiveInterval time.Duration
 	// ScanInterval is how often the subtree is listed for new and removed
 	// cgroups; AuditInterval how often every idle cgroup is observed, to

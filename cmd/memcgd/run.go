@@ -83,7 +83,7 @@ running one kept.`,
 	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint address (loopback unless --allow-non-loopback); empty disables it")
 	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
-	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "step interval of a cgroup over a threshold")
+	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")

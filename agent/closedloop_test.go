@@ -455,3 +455,24 @@ func TestLoopOnFakeTime(t *testing.T) {
 	}
 	_ = a
 }
+
+// A freeze the host refuses (the cgroup frozen by someone else) is an
+// error once, not once a step: the closed loop asks again every
+// millisecond or so while the cgroup stays at its limit.
+func TestRefusedFreezeSaidOnce(t *testing.T) {
+	c := newFakeClock()
+	k := newWriterKernel(c, 400e6, 100e6)
+	k.freezeErr = errors.New("freeze /w: cgroup.freeze holds \"1\": frozen by someone else")
+	s := newStepper(t, k, c, nil)
+	s.run(k, c.Now().Add(500*time.Millisecond))
+	st, err := s.a.Status("/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := st[0].Counters.Errors; e != 1 {
+		t.Errorf("Errors = %d after %d steps refused the same way, want 1", e, s.steps)
+	}
+	if st[0].Throttle != "" {
+		t.Errorf("Status.Throttle = %q: a refusal is not an unavailable freezer", st[0].Throttle)
+	}
+}

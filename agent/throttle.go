@@ -29,6 +29,10 @@ type throttle struct {
 	timer   Timer       // the pending deadline, nil when none
 	gen     uint64      // bumped by every decision: an older timer's firing is stale
 	closed  bool        // forgotten or stopping: never freeze again
+	// refused is the last Freeze error, said once: a cgroup frozen by
+	// someone else is refused at every step (each millisecond or so)
+	// until they thaw it.
+	refused string
 }
 
 // isFrozen reports whether the cgroup is held frozen now: Input.Frozen.
@@ -78,9 +82,14 @@ func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (
 				if errors.Is(err, errors.ErrUnsupported) {
 					return c, err.Error()
 				}
-				fail("freeze", err)
+				if err.Error() != t.refused && !errors.Is(err, host.ErrVanished) {
+					t.refused = err.Error()
+					c.Errors++
+					a.log.Warn("freeze", "cgroup", st.cg, "err", err)
+				}
 				break
 			}
+			t.refused = ""
 			t.episode, t.frozen, t.since = f, true, a.clock.Now()
 			break
 		}

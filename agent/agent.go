@@ -20,14 +20,6 @@ import (
 	"github.com/memcgd/memcgd/state"
 )
 
-// Status, Counters and Settings are package state's: the agent fills them.
-type (
-	// Status is state.Status.
-	Status = state.Status
-	// Counters is state.Counters.
-	Counters = state.Counters
-)
-
 // Defaults of Options.
 const (
 	DefaultWorkers        = 2
@@ -192,7 +184,7 @@ type cgroupState struct {
 	// its own: its timers act on it between steps.
 	thr throttle
 
-	status Status // mu
+	status state.Status // mu
 }
 
 // stepResult is a worker's report to the loop: the decision's schedule.
@@ -308,7 +300,7 @@ func (a *Agent) requestScan() {
 
 // Status returns the daemon's view of cg, or of every managed cgroup when
 // cg is "".
-func (a *Agent) Status(cg host.Cgroup) ([]Status, error) {
+func (a *Agent) Status(cg host.Cgroup) ([]state.Status, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if cg != "" {
@@ -316,9 +308,9 @@ func (a *Agent) Status(cg host.Cgroup) ([]Status, error) {
 		if !ok {
 			return nil, fmt.Errorf("cgroup %s is not managed by memcgd", cg)
 		}
-		return []Status{st.status}, nil
+		return []state.Status{st.status}, nil
 	}
-	out := make([]Status, 0, len(a.cgroups))
+	out := make([]state.Status, 0, len(a.cgroups))
 	for _, st := range a.cgroups {
 		out = append(out, st.status)
 	}
@@ -579,7 +571,7 @@ func (a *Agent) at(timers *timerHeap, st *cgroupState, t time.Time) {
 
 // endPause accounts a finished pause.
 func (a *Agent) endPause(p pauseResult) {
-	var c Counters
+	var c state.Counters
 	switch {
 	case p.err == nil:
 		c.Pauses, c.Paused = 1, p.d
@@ -754,7 +746,7 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	// write-out or a v1 reclaim step can take tens of milliseconds, in
 	// which a fast writer would dirty tens of MiB more, or a drained
 	// cgroup stay frozen. Neither needs the tasks running.
-	var c Counters
+	var c state.Counters
 	if fz == policy.FreezerHeld {
 		tc, why := a.carry(ctx, st, d)
 		c = tc
@@ -845,7 +837,7 @@ func (a *Agent) unavailable(st *cgroupState, why string) {
 // open another: the cgroup is no longer managed.
 func (a *Agent) closeThrottleIfOpen(st *cgroupState) {
 	t := &st.thr
-	var c Counters
+	var c state.Counters
 	t.mu.Lock()
 	t.gen++
 	if t.timer != nil {
@@ -863,7 +855,7 @@ func (a *Agent) closeThrottleIfOpen(st *cgroupState) {
 // as s; the freezer is carry's, the schedule the loop's. It returns what
 // it did, whether reclaim was wanted but deferred by the backoff, and
 // whether the cgroup vanished.
-func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (c Counters, deferred, vanished bool) {
+func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (c state.Counters, deferred, vanished bool) {
 	h := a.opts.Host
 	fail := func(what string, err error) bool {
 		if err == nil {
@@ -949,10 +941,10 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 		case errors.Is(err, host.ErrRateLimited), errors.Is(err, host.ErrNothingToFlush):
 			// Refused, not failed: counted apart.
 			a.log.Debug("flush refused", "cgroup", st.cg, "err", err)
-			a.addCounters(st, Counters{FlushesRefused: 1})
+			a.addCounters(st, state.Counters{FlushesRefused: 1})
 		default:
 			a.log.Warn("flush", "cgroup", st.cg, "err", err)
-			a.addCounters(st, Counters{Errors: 1})
+			a.addCounters(st, state.Counters{Errors: 1})
 		}
 	}()
 	return true
@@ -973,8 +965,8 @@ func (a *Agent) setStatus(st *cgroupState, s memcg.Stat, eff memcg.Effective, no
 }
 
 // addCounters adds c to the cgroup's counters.
-func (a *Agent) addCounters(st *cgroupState, c Counters) {
-	if c == (Counters{}) {
+func (a *Agent) addCounters(st *cgroupState, c state.Counters) {
+	if c == (state.Counters{}) {
 		return
 	}
 	a.mu.Lock()
@@ -983,7 +975,7 @@ func (a *Agent) addCounters(st *cgroupState, c Counters) {
 }
 
 // addCounters returns t + c.
-func addCounters(t, c Counters) Counters {
+func addCounters(t, c state.Counters) state.Counters {
 	t.ReclaimedBytes += c.ReclaimedBytes
 	t.ReclaimRuns += c.ReclaimRuns
 	t.WriteOuts += c.WriteOuts

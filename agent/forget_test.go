@@ -9,6 +9,7 @@ import (
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
 
 // A cgroup removed after the daemon has observed it, whether a leaf or a
@@ -167,7 +168,7 @@ func TestAgentCountsRefusedFlushesApart(t *testing.T) {
 			h.flushErr = refusal
 			a, stop := startAgent(t, Options{Host: h, Config: config.Default()})
 			defer stop()
-			var c Counters
+			var c state.Counters
 			if !waitFor(5*time.Second, func() bool {
 				st, err := a.Status("/a")
 				if err != nil {

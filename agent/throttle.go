@@ -8,6 +8,7 @@ import (
 
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/policy"
+	"github.com/memcgd/memcgd/state"
 )
 
 // The closed-loop throttle's hands (policy.FreezerHeld): the agent holds a
@@ -52,7 +53,7 @@ func (t *throttle) isOpen() bool {
 // carry carries out d's freezer action, episode and deadlines for st. It
 // returns the counters of what it did; unavailable is the reason, when the
 // host says no freezer reaches the cgroup.
-func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (c Counters, unavailable string) {
+func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (c state.Counters, unavailable string) {
 	fz, ok := a.opts.Host.(host.Freezer)
 	if !ok {
 		return c, ""
@@ -130,7 +131,7 @@ func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (
 // refreeze freezes the cgroup again within its episode. A refusal (a user
 // thawed the cgroup meanwhile, which memcgd respects) ends the episode.
 // Caller holds st.thr.mu.
-func (a *Agent) refreeze(st *cgroupState, c *Counters) {
+func (a *Agent) refreeze(st *cgroupState, c *state.Counters) {
 	t := &st.thr
 	if err := t.episode.Refreeze(); err != nil {
 		if !errors.Is(err, host.ErrVanished) {
@@ -146,7 +147,7 @@ func (a *Agent) refreeze(st *cgroupState, c *Counters) {
 // thawLocked thaws the cgroup on the driver's own account (a deadline, a
 // decision that leaves no freeze): the pause is counted by the agent's
 // clock. Caller holds st.thr.mu.
-func (a *Agent) thawLocked(st *cgroupState, c *Counters) {
+func (a *Agent) thawLocked(st *cgroupState, c *state.Counters) {
 	t := &st.thr
 	if err := t.episode.Thaw(); err != nil && !errors.Is(err, host.ErrVanished) {
 		c.Errors++
@@ -159,7 +160,7 @@ func (a *Agent) thawLocked(st *cgroupState, c *Counters) {
 
 // endLocked ends the open episode: thawed, its journal record done.
 // Caller holds st.thr.mu.
-func (a *Agent) endLocked(st *cgroupState, c *Counters) {
+func (a *Agent) endLocked(st *cgroupState, c *state.Counters) {
 	t := &st.thr
 	if t.frozen {
 		c.Pauses++
@@ -176,7 +177,7 @@ func (a *Agent) endLocked(st *cgroupState, c *Counters) {
 // again run later if run is set; then step the cgroup.
 func (a *Agent) holdExpired(st *cgroupState, gen uint64, run time.Duration) {
 	t := &st.thr
-	var c Counters
+	var c state.Counters
 	t.mu.Lock()
 	if t.gen != gen || t.closed || t.episode == nil || !t.frozen {
 		t.mu.Unlock()
@@ -196,7 +197,7 @@ func (a *Agent) holdExpired(st *cgroupState, gen uint64, run time.Duration) {
 // the episode, for MaxPause at most; then step the cgroup.
 func (a *Agent) runExpired(st *cgroupState, gen uint64) {
 	t := &st.thr
-	var c Counters
+	var c state.Counters
 	t.mu.Lock()
 	if t.gen != gen || t.closed || t.episode == nil || t.frozen {
 		t.mu.Unlock()
@@ -216,7 +217,7 @@ func (a *Agent) runExpired(st *cgroupState, gen uint64) {
 // or the agent stops. No decision or timer freezes it afterwards.
 func (a *Agent) closeThrottle(st *cgroupState) {
 	t := &st.thr
-	var c Counters
+	var c state.Counters
 	t.mu.Lock()
 	t.closed = true
 	t.gen++

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/overrides"
 	"github.com/memcgd/memcgd/policy"
 	"github.com/memcgd/memcgd/resolve"
+	"github.com/memcgd/memcgd/state"
 )
 
 // Defaults of Options.
@@ -32,9 +35,11 @@ const (
 	// and a reclaim step is one bounded write, so this is only reached by
 	// a call stuck in the kernel; the caller's undo must not wait for it.
 	DefaultStopTimeout = time.Second
-	// RecheckInterval is how soon an idle cgroup holding dirty pages over
-	// half its background threshold is looked at again.
-	RecheckInterval = time.Second
+	// DefaultReaction is the agent's reaction delay as the policy
+	// anticipates it (policy.Input.Reaction): from a wake-up or a
+	// deadline to the step it triggers. A step of one cgroup reads a few
+	// cgroupfs files; a millisecond covers it on an idle node.
+	DefaultReaction = time.Millisecond
 )
 
 // Options configure an Agent.
@@ -47,7 +52,7 @@ type Options struct {
 	// Config is the policy to start with.
 	Config *config.Config
 	// Overrides are runtime knob settings; nil means none.
-	Overrides *Overrides
+	Overrides *overrides.Overrides
 	// Self are the daemon's own cgroups, one path per hierarchy it is in
 	// (memory, unified, v1 freezer), as in /proc/self/cgroup. A cgroup
 	// that is one of them or an ancestor of one holds the daemon: it is
@@ -56,7 +61,9 @@ type Options struct {
 	Self []host.Cgroup
 	// Workers bounds how many cgroups are worked on at once.
 	Workers int
-	// ActiveInterval is how often an active cgroup is stepped.
+	// ActiveInterval is the longest the policy lets an active cgroup go
+	// unobserved (policy.Input.ActiveInterval, the ceiling of NextLook);
+	// also how long an ancestor's reading is reused.
 	ActiveInterval time.Duration
 	// ScanInterval is how often the subtree is listed for new and removed
 	// cgroups; AuditInterval how often every idle cgroup is observed, to
@@ -67,6 +74,12 @@ type Options struct {
 	// StopTimeout bounds how long Run waits, once its context is done,
 	// for the host calls in flight (DefaultStopTimeout if zero).
 	StopTimeout time.Duration
+	// Reaction is the agent's reaction delay the policy anticipates
+	// (DefaultReaction if zero).
+	Reaction time.Duration
+	// Clock is the agent's time for its schedule and the throttle's
+	// deadlines; nil is the wall clock. Tests drive the loop on a fake.
+	Clock Clock
 	// Log receives the agent's logs; nil discards them.
 	Log *slog.Logger
 }
@@ -75,8 +88,13 @@ type Options struct {
 // The package documentation states which goroutine owns what and the lock
 // order.
 type Agent struct {
-	opts Options      // read-only after New
-	log  *slog.Logger // read-only after New
+	opts  Options      // read-only after New
+	log   *slog.Logger // read-only after New
+	clock Clock        // read-only after New
+	// tracker says the dirty tracker is in force (policy.Input.Tracker),
+	// tracking its reason when not; read-only after New.
+	tracker  bool
+	tracking string
 
 	// work carries cgroups from the loop to the workers; done carries
 	// each step's outcome back. paused carries the end of each pause
@@ -92,6 +110,9 @@ type Agent struct {
 	rescan chan struct{}
 	restep chan struct{}    // a reload: step every cgroup under the new config
 	kick   chan host.Cgroup // a cgroup whose settings changed
+	// due carries cgroups whose throttle deadline passed (a thaw or a
+	// refreeze by the cgroup's timer), to be stepped now.
+	due chan *cgroupState
 
 	// flushing holds a token while a full flush runs: at most one at a
 	// time, off the worker pool, since a flush (syncfs) waits for the
@@ -112,7 +133,7 @@ type Agent struct {
 	ancestors map[host.Cgroup]observed
 }
 
-// pauseResult reports a finished pause.
+// pauseResult reports a finished open-loop pause (policy.FreezerTimed).
 type pauseResult struct {
 	st  *cgroupState
 	d   time.Duration
@@ -130,34 +151,46 @@ type cgroupState struct {
 	exempt string
 
 	// loop-owned
-	scheduled bool   // queued, running, pausing or in the timer heap
-	timed     bool   // scheduled by its timer entry alone
-	timerSeq  uint64 // the seq of its live timer entry; older ones are stale
-	active    bool
-	wake      uint64 // the UsageAbove of the current watch
-	gone      bool   // forgotten: never scheduled again, its results dropped
+	scheduled bool      // queued, running, pausing or in the timer heap
+	timed     bool      // scheduled by its timer entry alone
+	timerSeq  uint64    // the seq of its live timer entry; older ones are stale
+	again     bool      // woken while a worker had it: step again at once
+	active    bool      // the last decision's Active
+	throttled bool      // a throttle episode is open: first in the queue
+	wake      host.Wake // the thresholds of the current watch
+	gone      bool      // forgotten: never scheduled again, its results dropped
 
 	// worker-owned: only the worker stepping the cgroup touches these, and
 	// the loop hands a cgroup to one worker at a time (scheduled).
-	ctrl       *policy.Controller
-	reclaiming bool
-	backoff    reclaimBackoff
-	// noFreezer: a pause found no freezer for this cgroup, stop trying.
-	// Set by the loop as the pause ends, while no worker has the cgroup.
-	noFreezer bool
+	ctrl *policy.Controller
+	// acting is set while the cgroup's write-out, flush or reclaim runs
+	// (actOrHandOff), on the worker or on a goroutine of its own; backoff
+	// belongs to whoever set it.
+	acting  atomic.Bool
+	backoff reclaimBackoff
+	// unavailable is why no freezer reaches this cgroup (the host said
+	// so): it is then never frozen nor paused. Set by the worker, or by
+	// the loop as a pause ends, while no worker has the cgroup.
+	unavailable string
 
-	status Status // mu
+	// thr is the closed-loop throttle's freezer state, with a lock of
+	// its own: its timers act on it between steps.
+	thr throttle
+
+	status state.Status // mu
 }
 
-// stepResult is a worker's report to the loop.
+// stepResult is a worker's report to the loop: the decision's schedule.
 type stepResult struct {
-	st      *cgroupState
-	active  bool
-	wake    uint64
-	vanish  bool
-	resched time.Duration // when active: delay before the next step
-	pause   time.Duration // a throttle pause to take before the next step
-	recheck time.Duration // when idle: look again after this, watch or not
+	st        *cgroupState
+	active    bool
+	throttled bool
+	wake      host.Wake
+	keepWake  bool // no decision: leave the watch as it is
+	vanish    bool
+	at        time.Time     // the agent's clock when the step began
+	next      time.Duration // step again this long after at; 0: only when woken
+	pause     time.Duration // an open-loop pause to take before the next step
 }
 
 // New returns an agent; it does nothing until Run.
@@ -183,13 +216,25 @@ func New(o Options) (*Agent, error) {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = DefaultStopTimeout
 	}
+	if o.Reaction <= 0 {
+		o.Reaction = DefaultReaction
+	}
+	clock := o.Clock
+	if clock == nil {
+		clock = wallClock{}
+	}
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tracker, tracking := trackerInForce(o.Host)
 	return &Agent{
 		opts:      o,
 		log:       log,
+		clock:     clock,
+		tracker:   tracker,
+		tracking:  tracking,
+		due:       make(chan *cgroupState, 64),
 		work:      make(chan *cgroupState),
 		done:      make(chan stepResult, o.Workers),
 		paused:    make(chan pauseResult, o.Workers),
@@ -201,6 +246,32 @@ func New(o Options) (*Agent, error) {
 		cgroups:   map[host.Cgroup]*cgroupState{},
 		ancestors: map[host.Cgroup]observed{},
 	}, nil
+}
+
+// trackerInForce says whether the host has a dirty tracker in force
+// (host.FastPath), and if not, why.
+func trackerInForce(h host.Host) (bool, string) {
+	fp, ok := h.(host.FastPath)
+	if !ok {
+		return false, "the host has no dirty tracker"
+	}
+	p := fp.DirtyPath()
+	if p.Tracker {
+		return true, ""
+	}
+	if p.Reason == "" {
+		return false, "the dirty tracker is not loaded"
+	}
+	return false, p.Reason
+}
+
+// DirtyTracking returns the dirty-tracking path in force,
+// state.TrackingTracker or state.TrackingPoll, and why not the tracker.
+func (a *Agent) DirtyTracking() (path, why string) {
+	if a.tracker {
+		return state.TrackingTracker, ""
+	}
+	return state.TrackingPoll, a.tracking
 }
 
 // Reload replaces the running policy; the next scan and steps use it.
@@ -225,7 +296,7 @@ func (a *Agent) requestScan() {
 
 // Status returns the daemon's view of cg, or of every managed cgroup when
 // cg is "".
-func (a *Agent) Status(cg host.Cgroup) ([]Status, error) {
+func (a *Agent) Status(cg host.Cgroup) ([]state.Status, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if cg != "" {
@@ -233,13 +304,13 @@ func (a *Agent) Status(cg host.Cgroup) ([]Status, error) {
 		if !ok {
 			return nil, fmt.Errorf("cgroup %s is not managed by memcgd", cg)
 		}
-		return []Status{st.status}, nil
+		return []state.Status{st.status}, nil
 	}
-	out := make([]Status, 0, len(a.cgroups))
+	out := make([]state.Status, 0, len(a.cgroups))
 	for _, st := range a.cgroups {
 		out = append(out, st.status)
 	}
-	sortStatus(out)
+	state.Sort(out)
 	return out, nil
 }
 
@@ -257,6 +328,11 @@ func (a *Agent) Knobs(cg host.Cgroup) memcg.Knobs {
 // at most StopTimeout for the calls in flight, then logs those still
 // running and returns, so that the caller's undo always runs.
 func (a *Agent) Run(ctx context.Context) error {
+	if path, why := a.DirtyTracking(); why != "" {
+		a.log.Info("dirty tracking", "path", path, "reason", why)
+	} else {
+		a.log.Info("dirty tracking", "path", path)
+	}
 	for range a.opts.Workers {
 		a.running.Add(1)
 		go func() {
@@ -277,10 +353,28 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.running.Wait() // pauses in flight thaw their cgroups on ctx.Done
 		close(stopped)
 	}()
+	// End every open throttle episode (thawed, journal done) now, not
+	// after the workers: a worker stuck in the kernel must not keep a
+	// cgroup frozen. An episode whose worker is mid-step ends when the
+	// step's freezer call returns, within the same bound.
+	ended := make(chan struct{})
+	go func() {
+		a.mu.Lock()
+		sts := make([]*cgroupState, 0, len(a.cgroups))
+		for _, st := range a.cgroups {
+			sts = append(sts, st)
+		}
+		a.mu.Unlock()
+		for _, st := range sts {
+			a.closeThrottle(st)
+		}
+		<-stopped
+		close(ended)
+	}()
 	t := time.NewTimer(a.opts.StopTimeout)
 	defer t.Stop()
 	select {
-	case <-stopped:
+	case <-ended:
 	case <-t.C:
 		// The goroutines left behind exit when their calls return; their
 		// sends select on ctx, so none blocks on the stopped loop.
@@ -300,7 +394,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) loop(ctx context.Context) error {
 	var ready []*cgroupState
 	timers := &timerHeap{}
-	timer := time.NewTimer(time.Hour)
+	timer := a.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	scan := time.NewTicker(a.opts.ScanInterval)
 	defer scan.Stop()
@@ -316,22 +410,48 @@ func (a *Agent) loop(ctx context.Context) error {
 			return
 		}
 		st.scheduled = true
+		if st.throttled {
+			// A throttled cgroup is stepped every millisecond or so
+			// while its tasks wait: it goes ahead of the round-robin.
+			ready = append([]*cgroupState{st}, ready...)
+			return
+		}
 		ready = append(ready, st)
 	}
-	// wakeUp steps the cgroup at cg soon: an event or a kick. An idle
-	// cgroup waiting in the timer heap (a recheck, a reclaim backoff) is
-	// stepped now; its timer entry goes stale.
-	wakeUp := func(cg host.Cgroup) {
+	// wake steps st soon: an event, a kick, a throttle deadline. One
+	// waiting in the timer heap is stepped now (its timer entry goes
+	// stale), unless it is active and this is but a watcher's hint; one
+	// a worker has is stepped again as soon as it is back.
+	wake := func(st *cgroupState, hint bool) {
+		if st.gone {
+			return
+		}
+		switch {
+		case st.timed && (!st.active || !hint):
+			st.timed, st.scheduled = false, false
+		case st.scheduled && !st.timed && !hint:
+			st.again = true
+		}
+		enqueue(st)
+	}
+	wakeUp := func(cg host.Cgroup, hint bool) {
 		a.mu.Lock()
 		st := a.cgroups[cg]
 		a.mu.Unlock()
-		if st == nil {
-			return
+		if st != nil {
+			wake(st, hint)
 		}
-		if st.timed && !st.active {
-			st.timed, st.scheduled = false, false
+	}
+	// Subscribe to new and removed cgroups before the first listing, so
+	// that none created in between is missed until the next scan.
+	var born <-chan host.CgroupEvent
+	if n, ok := a.opts.Host.(host.CgroupNotifier); ok {
+		ch, err := n.CgroupEvents(ctx)
+		if err != nil {
+			a.log.Warn("no reports of new cgroups: they wait for the periodic scan", "scan", a.opts.ScanInterval, "err", err)
+		} else {
+			born = ch
 		}
-		enqueue(st)
 	}
 	a.scan(ctx, enqueue, true)
 
@@ -342,7 +462,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			work, next = a.work, ready[0]
 		}
 		if timers.Len() > 0 {
-			timer.Reset(time.Until((*timers)[0].at))
+			timer.Reset((*timers)[0].at.Sub(a.clock.Now()))
 		}
 		select {
 		case <-ctx.Done():
@@ -350,7 +470,11 @@ func (a *Agent) loop(ctx context.Context) error {
 		case work <- next:
 			ready = ready[1:]
 		case r := <-a.done:
-			a.finish(ctx, r, timers)
+			if a.finish(ctx, r, timers) {
+				enqueue(r.st)
+			}
+		case st := <-a.due:
+			wake(st, false)
 		case p := <-a.paused:
 			p.st.scheduled = false
 			if p.st.gone {
@@ -359,15 +483,15 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.endPause(p)
 			enqueue(p.st)
 		case cg := <-a.kick:
-			wakeUp(cg)
+			wakeUp(cg, false)
 		case cg, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			wakeUp(cg)
-		case <-timer.C:
-			now := time.Now()
+			wakeUp(cg, true)
+		case <-timer.C():
+			now := a.clock.Now()
 			for timers.Len() > 0 && !(*timers)[0].at.After(now) {
 				t := heap.Pop(timers).(timerEntry)
 				if !t.st.timed || t.seq != t.st.timerSeq {
@@ -376,6 +500,12 @@ func (a *Agent) loop(ctx context.Context) error {
 				t.st.timed, t.st.scheduled = false, false
 				enqueue(t.st)
 			}
+		case ev, ok := <-born:
+			if !ok {
+				born = nil
+				continue
+			}
+			a.cgroupEvent(ctx, ev, enqueue)
 		case <-scan.C:
 			a.scan(ctx, enqueue, false)
 		case <-a.rescan:
@@ -388,27 +518,39 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 }
 
-// finish takes a step's outcome: reschedule an active cgroup, re-arm the
-// watch of one gone idle, forget one that vanished. The outcome of a step
-// of a cgroup forgotten meanwhile is dropped.
-func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
+// finish takes a step's outcome and carries out its schedule: an
+// open-loop pause, the next look, the watch; it forgets a cgroup that
+// vanished. The outcome of a step of a cgroup forgotten meanwhile is
+// dropped. It reports whether to step the cgroup again at once (it was
+// woken during the step).
+func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) bool {
 	st := r.st
 	if st.gone {
 		st.scheduled = false
-		return
+		return false
 	}
 	if r.vanish {
 		a.forget(st)
 		st.scheduled = false
-		return
+		return false
 	}
-	st.active = r.active
+	st.active, st.throttled = r.active, r.throttled
 	a.mu.Lock()
 	st.status.Active = r.active
 	a.mu.Unlock()
+	if a.opts.Watcher != nil && !r.keepWake && r.wake != st.wake && (!r.active || a.tracker) {
+		// An active cgroup is looked at anyway: its usage watch is armed
+		// when it goes idle. The tracker's is armed after every step.
+		if err := a.opts.Watcher.Watch(st.cg, r.wake); err != nil {
+			a.log.Warn("watch", "cgroup", st.cg, "err", err)
+		}
+		st.wake = r.wake
+	}
 	if r.pause > 0 {
-		// Pauses run on their own goroutines so that a throttled cgroup
-		// holds no worker; the cgroup is stepped again when it ends.
+		// Open-loop pauses run on their own goroutines so that a
+		// throttled cgroup holds no worker; the cgroup is stepped again
+		// when it ends.
+		st.again = false
 		a.running.Add(1)
 		go func() {
 			defer a.running.Done()
@@ -420,35 +562,29 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) {
 			case <-ctx.Done():
 			}
 		}()
-		return
+		return false
 	}
-	if r.active {
-		a.after(timers, st, r.resched)
-		return
+	st.scheduled = false
+	if st.again {
+		st.again = false
+		return true
 	}
-	if r.recheck > 0 {
-		a.after(timers, st, r.recheck)
-	} else {
-		st.scheduled = false
+	if r.next > 0 {
+		a.at(timers, st, r.at.Add(r.next))
 	}
-	if a.opts.Watcher != nil && r.wake != st.wake {
-		if err := a.opts.Watcher.Watch(st.cg, host.Wake{UsageAbove: r.wake}); err != nil {
-			a.log.Warn("watch", "cgroup", st.cg, "err", err)
-		}
-		st.wake = r.wake
-	}
+	return false
 }
 
-// after puts st in the timer heap, to be stepped d from now. Loop only.
-func (a *Agent) after(timers *timerHeap, st *cgroupState, d time.Duration) {
+// at puts st in the timer heap, to be stepped at t. Loop only.
+func (a *Agent) at(timers *timerHeap, st *cgroupState, t time.Time) {
 	st.timerSeq++
-	st.timed = true
-	heap.Push(timers, timerEntry{at: time.Now().Add(d), st: st, seq: st.timerSeq})
+	st.timed, st.scheduled = true, true
+	heap.Push(timers, timerEntry{at: t, st: st, seq: st.timerSeq})
 }
 
 // endPause accounts a finished pause.
 func (a *Agent) endPause(p pauseResult) {
-	var c Counters
+	var c state.Counters
 	switch {
 	case p.err == nil:
 		c.Pauses, c.Paused = 1, p.d
@@ -457,8 +593,7 @@ func (a *Agent) endPause(p pauseResult) {
 		// work. Say it once. Written here, by the loop, while the cgroup
 		// is with no worker: the next step reads it after the loop hands
 		// it over.
-		p.st.noFreezer = true
-		a.log.Warn("cannot throttle: no freezer for this cgroup", "cgroup", p.st.cg, "err", p.err)
+		a.unavailable(p.st, p.err.Error())
 	case errors.Is(p.err, host.ErrVanished):
 	default:
 		c.Errors = 1
@@ -472,6 +607,7 @@ func (a *Agent) endPause(p pauseResult) {
 // stays), its cached ancestor reading, and its watch. Loop only.
 func (a *Agent) forget(st *cgroupState) {
 	st.gone = true
+	a.closeThrottle(st) // thaws it, should it be a path reused meanwhile
 	a.mu.Lock()
 	current := a.cgroups[st.cg] == st
 	if current {
@@ -487,11 +623,83 @@ func (a *Agent) forget(st *cgroupState) {
 	if a.opts.Watcher != nil {
 		a.opts.Watcher.Unwatch(st.cg)
 	}
-	// TODO(lead): issue 9, defect 11: collect the removed cgroup's runtime
-	// overrides, so that a cgroup recreated under the same path does not
-	// inherit them: a.opts.Overrides.Forget(st.cg), once h/surface's
-	// overrides store has Forget. It does not exist on h/agent.
+	if f, ok := a.opts.Host.(forgetter); ok {
+		f.Forget(st.cg) // the tracker's id, freezer directories it made
+	}
+	// A cgroup recreated under the same path must not inherit the
+	// removed one's runtime overrides (issue 9, defect 11).
+	if a.opts.Overrides != nil {
+		if err := a.opts.Overrides.Forget(st.cg); err != nil {
+			a.log.Warn("forget the overrides of a removed cgroup", "cgroup", st.cg, "err", err)
+		}
+	}
 	a.log.Info("cgroup gone", "cgroup", st.cg)
+}
+
+// newState starts the agent's state of cg and registers it. Caller holds
+// a.mu.
+func (a *Agent) newState(cg host.Cgroup) *cgroupState {
+	st := &cgroupState{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit}}
+	if holdsSelf(cg, a.opts.Self) {
+		st.exempt = HoldsMemcgd
+	}
+	st.status.Cgroup, st.status.Exempt, st.status.Throttle = cg, st.exempt, st.exempt
+	st.status.DirtyTracking, _ = a.DirtyTracking()
+	a.cgroups[cg] = st
+	return st
+}
+
+// bornRelooks are when a cgroup reported created is looked at again after
+// its first step: a runtime usually writes the new cgroup's limit just
+// after its mkdir, and with limited_only the first step may have found it
+// unlimited, so unmanaged.
+var bornRelooks = [...]time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
+
+// cgroupEvent takes a report of the host's CgroupNotifier: a new cgroup is
+// stepped at once (within milliseconds of its mkdir, not at the next
+// scan), a removed one forgotten, lost reports make a scan. Loop only.
+func (a *Agent) cgroupEvent(ctx context.Context, ev host.CgroupEvent, enqueue func(*cgroupState)) {
+	switch {
+	case ev.Rescan:
+		a.scan(ctx, enqueue, false)
+	case ev.Removed:
+		a.mu.Lock()
+		st := a.cgroups[ev.Cgroup]
+		a.mu.Unlock()
+		if st != nil {
+			a.forget(st)
+		}
+	default:
+		a.mu.Lock()
+		st, known := a.cgroups[ev.Cgroup]
+		if !known {
+			st = a.newState(ev.Cgroup)
+		}
+		a.mu.Unlock()
+		if known {
+			return
+		}
+		if st.exempt != "" {
+			a.log.Info(HoldsMemcgd, "cgroup", st.cg, "self", a.opts.Self)
+		}
+		enqueue(st)
+		for _, d := range bornRelooks {
+			cg := st.cg
+			a.clock.AfterFunc(d, func() {
+				select {
+				case a.kick <- cg:
+				default: // the kick queue is full: the scan finds it
+				}
+			})
+		}
+	}
+}
+
+// forgetter is a host that keeps per-cgroup resources (cgroupfs.FS: the
+// tracker's id and count, freezer directories it made) to drop when the
+// agent forgets a cgroup.
+type forgetter interface {
+	Forget(cg host.Cgroup)
 }
 
 // scan lists the managed subtree: new cgroups are stepped once (which
@@ -516,13 +724,10 @@ func (a *Agent) scan(ctx context.Context, enqueue func(*cgroupState), all bool) 
 		present[cg] = true
 		st, ok := a.cgroups[cg]
 		if !ok {
-			st = &cgroupState{cg: cg, ctrl: policy.NewController(), wake: memcg.NoLimit}
-			if holdsSelf(cg, a.opts.Self) {
-				st.exempt = HoldsMemcgd
+			st = a.newState(cg)
+			if st.exempt != "" {
 				exempt = append(exempt, cg)
 			}
-			st.status.Cgroup, st.status.Exempt = cg, st.exempt
-			a.cgroups[cg] = st
 			fresh = append(fresh, st)
 		} else if all {
 			fresh = append(fresh, st)
@@ -546,17 +751,19 @@ func (a *Agent) scan(ctx context.Context, enqueue func(*cgroupState), all bool) 
 	}
 }
 
-// step observes one cgroup, asks its controller and acts. Its result is
-// the loop's to carry out.
+// step observes one cgroup, asks its controller and carries out the
+// decision but for its schedule (the next look, an open-loop pause, the
+// watch), which is the loop's: the result.
 func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	h := a.opts.Host
+	at := a.clock.Now()
 	chain, knobs, err := a.ancestry(ctx, st.cg)
 	if err != nil {
 		if errors.Is(err, host.ErrVanished) {
 			return stepResult{st: st, vanish: true}
 		}
 		a.log.Warn("observe", "cgroup", st.cg, "err", err)
-		return stepResult{st: st, active: true, resched: a.opts.ScanInterval}
+		return stepResult{st: st, active: true, at: at, next: a.opts.ScanInterval, keepWake: true, throttled: st.thr.isOpen()}
 	}
 	s := chain[len(chain)-1]
 	eff := memcg.Resolve(chain, knobs)
@@ -566,7 +773,8 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	a.mu.Unlock()
 	if !managed {
 		a.setStatus(st, s, eff, h.Now())
-		return stepResult{st: st, wake: memcg.NoLimit}
+		a.closeThrottleIfOpen(st)
+		return stepResult{st: st, wake: host.Wake{UsageAbove: memcg.NoLimit}}
 	}
 	if dc, ok := h.(host.DirtyCounter); ok {
 		// Only for managed cgroups: it reads every task's /proc/PID/io.
@@ -591,54 +799,141 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	// (its text and heap, in proportion to the subtree), and lasts as long
 	// as the kernel needs to find them: the daemon would stall itself. The
 	// safe choice is to leave those cgroups to the kernel's own reclaim.
-	// Without watermarks the controller never asks for reclaim; the pause
-	// is dropped below.
+	// Without watermarks the controller never asks for reclaim, and with
+	// FreezerNone it never freezes nor pauses.
 	pol := eff
 	if st.exempt != "" {
 		pol.Watermarks = memcg.Watermarks{}
 	}
 	now := h.Now()
+	fz := a.freezer(st)
 	d := st.ctrl.Step(policy.Input{
 		Now: now, Stat: s, Dirty: pol.Dirty, Watermarks: pol.Watermarks,
-		WritebackFirst: pol.Knobs.WritebackFirst, Lead: a.opts.ActiveInterval,
+		WritebackFirst: pol.Knobs.WritebackFirst,
+		Tracker:        a.tracker, Reaction: a.opts.Reaction, ActiveInterval: a.opts.ActiveInterval,
+		Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.isFrozen(),
 	})
-	if st.exempt != "" || st.noFreezer {
-		d.Pause = 0
+	if fz != policy.FreezerTimed {
+		d.Pause = 0 // the policy sizes none; a safety net for the exempt
 	}
 	// The status shows the observation before the actions: one that
 	// blocks in the kernel must not hide what the daemon saw.
 	a.setStatus(st, s, eff, now)
-	c, deferred, vanished := a.act(ctx, st, s, d)
+	// The freezer first, against the Decision's order: a freeze or a
+	// thaw is due now (a few hundred µs after the observation), while a
+	// write-out or a v1 reclaim step can take tens of milliseconds, in
+	// which a fast writer would dirty tens of MiB more, or a drained
+	// cgroup stay frozen. Neither needs the tasks running.
+	var c state.Counters
+	if fz == policy.FreezerHeld {
+		tc, why := a.carry(ctx, st, d)
+		c = tc
+		if why != "" {
+			a.unavailable(st, why)
+		}
+	}
+	a.addCounters(st, c)
+	deferred, vanished := a.actOrHandOff(ctx, st, s, d)
 	if vanished {
 		return stepResult{st: st, vanish: true}
 	}
-	a.addCounters(st, c)
-	r := stepResult{st: st, wake: wakeAt(s, pol), resched: a.opts.ActiveInterval, pause: d.Pause}
-	dirty := s.DirtyAndWriteback()
-	overBackground := dirty > 0 && dirty >= eff.Dirty.Background
-	r.active = !d.Idle() || overBackground
-	if deferred && !d.WriteOut && !d.Flush && d.Pause == 0 && !overBackground {
+	r := stepResult{st: st, active: d.Active, throttled: d.Episode, at: at, next: d.NextLook, pause: d.Pause,
+		wake: host.Wake{UsageAbove: d.Wake.UsageAbove}}
+	if a.tracker && s.Counters.HasDirtied && d.Wake.DirtiedAbove != memcg.NoLimit {
+		r.wake.DirtiedAbove = satAdd(s.Counters.DirtiedBytes, d.Wake.DirtiedAbove)
+	}
+	if deferred && !d.WriteOut && !d.Flush && d.Pause == 0 && !d.Episode && s.DirtyAndWriteback() < eff.Dirty.Background {
 		// Reclaim is all there is to do and it is backing off: wait,
 		// idle, until the backoff ends or the cgroup grows by a step
 		// (which may be page cache that ends it).
 		r.active = false
-		r.recheck = max(st.backoff.until.Sub(now), a.opts.ActiveInterval)
-		r.wake = min(wakeAt(s, memcg.Effective{Dirty: eff.Dirty}), satAdd(s.Usage, a.opts.ReclaimStep))
-		return r
-	}
-	if !r.active && eff.Dirty.Background != memcg.NoLimit && s.Dirty > eff.Dirty.Background/2 {
-		// Rewriting cached pages dirties them without charging new
-		// ones, which no watch sees: look again soon while the cgroup
-		// holds dirty pages near its threshold.
-		r.recheck = RecheckInterval
+		r.next = max(st.backoff.until.Sub(now), a.opts.ActiveInterval)
+		r.wake.UsageAbove = backoffWake(s, eff.Dirty, a.opts.ReclaimStep)
 	}
 	return r
 }
 
-// act carries out d for the cgroup observed as s, but for the pause,
-// which the loop starts. It returns what it did, whether reclaim was
-// wanted but deferred by the backoff, and whether the cgroup vanished.
-func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (c Counters, deferred, vanished bool) {
+// actOrHandOff carries out d's write-out, flush and reclaim (act). While a
+// throttle episode is open it does so on a goroutine of its own and
+// returns at once: the cgroup is stepped every millisecond or so then,
+// and a write-out or a v1 reclaim step taking tens of milliseconds would
+// hold back the next look, and the next thaw or freeze, by as much. A
+// step that finds the previous one's actions still running skips its
+// own: a write-out in flight is one already started, and reclaim comes
+// again at the next step.
+func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (deferred, vanished bool) {
+	if !d.WriteOut && !d.Flush && d.Reclaim == 0 && !d.ReclaimStart {
+		return false, false
+	}
+	if !st.acting.CompareAndSwap(false, true) {
+		return false, false
+	}
+	if !d.Episode {
+		defer st.acting.Store(false)
+		c, deferred, vanished := a.act(ctx, st, s, d)
+		a.addCounters(st, c)
+		return deferred, vanished
+	}
+	a.running.Add(1) // the calling worker is counted: Run's Wait has not returned
+	go func() {
+		defer a.running.Done()
+		defer st.acting.Store(false)
+		c, _, _ := a.act(ctx, st, s, d) // a vanished cgroup is found by the next step
+		a.addCounters(st, c)
+	}()
+	return false, false
+}
+
+// freezer says how the agent can stop st's tasks: not at all when they
+// hold the daemon or no freezer reaches them; held across steps when the
+// host can (the closed loop); for a given time otherwise (Host.Pause).
+func (a *Agent) freezer(st *cgroupState) policy.Freezer {
+	if st.exempt != "" || st.unavailable != "" {
+		return policy.FreezerNone
+	}
+	if _, ok := a.opts.Host.(host.Freezer); ok {
+		return policy.FreezerHeld
+	}
+	return policy.FreezerTimed
+}
+
+// unavailable records that no freezer reaches st, and why: it is never
+// frozen nor paused again, and its status says so. Called with no worker
+// but the caller's on st.
+func (a *Agent) unavailable(st *cgroupState, why string) {
+	if st.unavailable != "" {
+		return
+	}
+	st.unavailable = why
+	a.mu.Lock()
+	st.status.Throttle = "throttle unavailable: " + why
+	a.mu.Unlock()
+	a.log.Warn("throttle unavailable", "cgroup", st.cg, "reason", why)
+}
+
+// closeThrottleIfOpen ends st's open episode, if any, leaving it able to
+// open another: the cgroup is no longer managed.
+func (a *Agent) closeThrottleIfOpen(st *cgroupState) {
+	t := &st.thr
+	var c state.Counters
+	t.mu.Lock()
+	t.gen++
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.episode != nil {
+		a.endLocked(st, &c)
+	}
+	t.mu.Unlock()
+	a.addCounters(st, c)
+}
+
+// act carries out d's write-out, flush and reclaim for the cgroup observed
+// as s; the freezer is carry's, the schedule the loop's. It returns what
+// it did, whether reclaim was wanted but deferred by the backoff, and
+// whether the cgroup vanished.
+func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (c state.Counters, deferred, vanished bool) {
 	h := a.opts.Host
 	fail := func(what string, err error) bool {
 		if err == nil {
@@ -669,14 +964,14 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 		}
 		vanished = fail("write out", err)
 	}
+	if d.ReclaimStart {
+		c.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
+	}
 	if d.Reclaim > 0 && !vanished {
 		now := h.Now()
 		if !st.backoff.allow(now, s, a.opts.ReclaimStep) {
 			deferred = true
 		} else {
-			if !st.reclaiming {
-				c.ReclaimRuns++
-			}
 			end := a.calls.begin(st.cg, "reclaim")
 			got, err := h.Reclaim(ctx, st.cg, min(d.Reclaim, a.opts.ReclaimStep))
 			end()
@@ -694,7 +989,6 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 			}
 		}
 	}
-	st.reclaiming = d.Reclaim > 0
 	return c, deferred, vanished
 }
 
@@ -720,9 +1014,15 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 		end := a.calls.begin(st.cg, "flush")
 		err := a.opts.Host.Flush(ctx, st.cg)
 		end()
-		if err != nil && !errors.Is(err, host.ErrVanished) {
+		switch {
+		case err == nil, errors.Is(err, host.ErrVanished):
+		case errors.Is(err, host.ErrRateLimited), errors.Is(err, host.ErrNothingToFlush):
+			// Refused, not failed: counted apart.
+			a.log.Debug("flush refused", "cgroup", st.cg, "err", err)
+			a.addCounters(st, state.Counters{FlushesRefused: 1})
+		default:
 			a.log.Warn("flush", "cgroup", st.cg, "err", err)
-			a.addCounters(st, Counters{Errors: 1})
+			a.addCounters(st, state.Counters{Errors: 1})
 		}
 	}()
 	return true
@@ -743,19 +1043,28 @@ func (a *Agent) setStatus(st *cgroupState, s memcg.Stat, eff memcg.Effective, no
 }
 
 // addCounters adds c to the cgroup's counters.
-func (a *Agent) addCounters(st *cgroupState, c Counters) {
+func (a *Agent) addCounters(st *cgroupState, c state.Counters) {
+	if c == (state.Counters{}) {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &st.status.Counters
+	st.status.Counters = addCounters(st.status.Counters, c)
+}
+
+// addCounters returns t + c.
+func addCounters(t, c state.Counters) state.Counters {
 	t.ReclaimedBytes += c.ReclaimedBytes
 	t.ReclaimRuns += c.ReclaimRuns
 	t.WriteOuts += c.WriteOuts
 	t.WriteOutBytes += c.WriteOutBytes
 	t.Flushes += c.Flushes
 	t.FlushBytes += c.FlushBytes
+	t.FlushesRefused += c.FlushesRefused
 	t.Pauses += c.Pauses
 	t.Paused += c.Paused
 	t.Errors += c.Errors
+	return t
 }
 
 // managed reports whether the config manages the last cgroup of chain:
@@ -845,19 +1154,4 @@ func Ancestors(cg host.Cgroup) []host.Cgroup {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
-}
-
-// wakeAt is the usage at which an idle cgroup must be looked at again: it
-// cannot reach its dirty background threshold before charging that many
-// new pages (dirtying cached pages is left to the audit), nor its low
-// watermark.
-func wakeAt(s memcg.Stat, e memcg.Effective) uint64 {
-	wake := memcg.NoLimit
-	if bg := e.Dirty.Background; bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
-		wake = s.Usage + (bg - s.Dirty)
-	}
-	if w := e.Watermarks; w.Enabled() && s.Limit != memcg.NoLimit && s.Limit > w.Low {
-		wake = min(wake, s.Limit-w.Low)
-	}
-	return wake
 }

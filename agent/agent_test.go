@@ -31,6 +31,7 @@ type fakeHost struct {
 	overlap  map[host.Cgroup]int // the most pauses of one cgroup at once
 	holds    map[hold]*held
 	watcher  *fakeWatcher // told of every change, when set
+	flushErr error        // what Flush returns
 }
 
 // hold names a call of the fake host to one cgroup: "write out", "flush",
@@ -152,6 +153,9 @@ func (f *fakeHost) Flush(ctx context.Context, cg host.Cgroup) error {
 	defer f.mu.Unlock()
 	f.flushes[cg]++
 	f.wait(cg, "flush")
+	if f.flushErr != nil {
+		return f.flushErr
+	}
 	for _, s := range f.stats {
 		s.Dirty = 0
 	}
@@ -442,27 +446,6 @@ func TestAgentThrottlesPastFreerun(t *testing.T) {
 	for _, p := range h.pauses["/a"] {
 		if want := policy.DrainPause(17*mib, 12*mib, policy.InitBW); p != want {
 			t.Errorf("pause %v past the limit, want %v", p, want)
-		}
-	}
-}
-
-func TestWakeAt(t *testing.T) {
-	e := memcg.Effective{
-		Dirty:      memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
-		Watermarks: memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib},
-	}
-	tests := []struct {
-		name string
-		s    memcg.Stat
-		want uint64
-	}{
-		{"dirty background is nearer", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 16 * mib},
-		{"low watermark is nearer", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 95 * mib},
-		{"no limit: dirty only", memcg.Stat{Limit: memcg.NoLimit, Usage: 10 * mib}, 18 * mib},
-	}
-	for _, tt := range tests {
-		if got := wakeAt(tt.s, e); got != tt.want {
-			t.Errorf("%s: wakeAt = %d MiB, want %d MiB", tt.name, got/mib, tt.want/mib)
 		}
 	}
 }

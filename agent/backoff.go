@@ -62,3 +62,14 @@ func backoffDelay(n int, base time.Duration) time.Duration {
 	}
 	return min(d, MaxReclaimBackoff)
 }
+
+// backoffWake is the usage at which a cgroup whose reclaim backs off must
+// be looked at before the backoff ends: grown by a reclaim step, or by
+// enough new pages to reach its dirty background threshold.
+func backoffWake(s memcg.Stat, dl memcg.DirtyLimits, step uint64) uint64 {
+	wake := satAdd(s.Usage, step)
+	if bg := dl.Background; bg != memcg.NoLimit && bg > s.Dirty {
+		wake = min(wake, satAdd(s.Usage, bg-s.Dirty))
+	}
+	return wake
+}

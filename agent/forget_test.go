@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
 
 // A cgroup removed after the daemon has observed it, whether a leaf or a
@@ -116,6 +119,68 @@ func TestAgentKeepsTheStateOfARecreatedCgroup(t *testing.T) {
 			}
 			if n := h.count(h.observes, "/a") - observes; n != 0 {
 				t.Errorf("the old state's %s ended and /a was observed %d more times: the old state was stepped again", tt.call, n)
+			}
+		})
+	}
+}
+
+// Issue 9, defect 11: the runtime overrides of a removed cgroup are
+// collected when the agent forgets it, so that a cgroup created again
+// under the same path does not inherit them; a sibling's stay.
+func TestAgentForgetsTheOverridesOfARemovedCgroup(t *testing.T) {
+	ov, err := overrides.Load(filepath.Join(t.TempDir(), "overrides.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 100 * mib}, "/b": {Limit: 100 * mib}})
+	for _, cg := range []host.Cgroup{"/a", "/b"} {
+		if err := ov.Set(cg, map[string]string{"dirty_bytes": "16M"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, stop := startAgent(t, Options{Host: h, Config: config.Default(), Overrides: ov})
+	defer stop()
+	if !waitFor(5*time.Second, func() bool { _, observed := managedNow(a, "/b"); return observed }) {
+		t.Fatal("/b not observed within 5 s")
+	}
+	h.remove("/b")
+	a.requestScan()
+	if !waitFor(5*time.Second, func() bool { managed, _ := managedNow(a, "/b"); return !managed }) {
+		t.Fatal("/b removed, still managed 5 s later")
+	}
+	if got := ov.Get("/b"); len(got) != 0 {
+		t.Errorf("overrides of removed /b = %v, want none", got)
+	}
+	if got := ov.Get("/a"); len(got) == 0 {
+		t.Errorf("overrides of /a = %v, want its dirty_bytes kept", got)
+	}
+}
+
+// Full flushes the host declines (rate-limited host-wide, nothing to
+// flush) are counted apart, not as failed actions.
+func TestAgentCountsRefusedFlushesApart(t *testing.T) {
+	for _, refusal := range []error{host.ErrRateLimited, host.ErrNothingToFlush} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			// Reclaim meets dirty pages, too few for a targeted
+			// write-out: seed 000's fallback, a full flush.
+			wantsFlush := memcg.Stat{Limit: 500 * mib, Usage: 500*mib - 1*mib, File: 2 * mib, Dirty: 128 << 10, Anon: 500*mib - 3*mib}
+			h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": wantsFlush})
+			h.flushErr = refusal
+			a, stop := startAgent(t, Options{Host: h, Config: config.Default()})
+			defer stop()
+			var c state.Counters
+			if !waitFor(5*time.Second, func() bool {
+				st, err := a.Status("/a")
+				if err != nil {
+					return false
+				}
+				c = st[0].Counters
+				return c.FlushesRefused > 0
+			}) {
+				t.Fatalf("no refused flush counted within 5 s: %+v (%d flushes asked)", c, h.count(h.flushes, "/a"))
+			}
+			if c.Errors != 0 {
+				t.Errorf("Errors = %d for flushes refused with %v, want 0", c.Errors, refusal)
 			}
 		})
 	}

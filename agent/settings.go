@@ -30,10 +30,10 @@ func (a *Agent) Set(cg host.Cgroup, knobs map[string]string) error {
 }
 
 // Get returns the settings in force for cg, observed now.
-func (a *Agent) Get(cg host.Cgroup) (Settings, error) {
+func (a *Agent) Get(cg host.Cgroup) (state.Settings, error) {
 	chain, knobs, err := a.ancestry(context.Background(), cg)
 	if err != nil {
-		return Settings{}, fmt.Errorf("get %s: %w", cg, err)
+		return state.Settings{}, fmt.Errorf("get %s: %w", cg, err)
 	}
 	var ov map[string]string
 	if a.opts.Overrides != nil {

@@ -42,6 +42,14 @@ func bytes(v uint64) float64 {
 	return float64(v)
 }
 
+// boolValue is 1 for true, 0 for false.
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 const (
 	gauge   = "gauge"
 	counter = "counter"
@@ -55,6 +63,13 @@ func families() []family {
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Counters.Errors))
 			}},
+		{name: "memcgd_cgroup_dirty_tracker", typ: gauge,
+			help: "1 when the eBPF dirty tracker wakes the daemon for this cgroup, 0 when the daemon polls it at an adaptive interval (the fallback).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				if st.DirtyTracking != "" {
+					emit("", boolValue(st.DirtyTracking == state.TrackingTracker))
+				}
+			}},
 		{name: "memcgd_cgroup_dirty_bytes", typ: gauge,
 			help: "Dirty page cache charged to the cgroup (memory.stat file_dirty on v2, dirty on v1).",
 			samples: func(st *state.Status, emit func(string, float64)) {
@@ -66,6 +81,16 @@ func families() []family {
 				d := st.Effective.Dirty
 				emit("background", bytes(d.Background))
 				emit("limit", bytes(d.Limit))
+			}},
+		{name: "memcgd_cgroup_exempt", typ: gauge,
+			help: "1 when the cgroup holds memcgd itself, so that the daemon neither throttles nor reclaims it (not throttled: holds memcgd).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", boolValue(st.Exempt != ""))
+			}},
+		{name: "memcgd_cgroup_flush_refused_total", typ: counter,
+			help: "Full flushes the host declined, which are not failures: rate-limited host-wide, or nothing to flush.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", float64(st.Counters.FlushesRefused))
 			}},
 		{name: "memcgd_cgroup_kernel_failcnt_total", typ: counter,
 			help: "The kernel's memory.failcnt of the cgroup (v1 only): charges that hit the limit.",
@@ -132,6 +157,11 @@ func families() []family {
 			help: "Bytes the daemon's background reclaim took from the cgroup (seed 001's kswapd_steal, in bytes).",
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Counters.ReclaimedBytes))
+			}},
+		{name: "memcgd_cgroup_throttle_available", typ: gauge,
+			help: "1 when the daemon can throttle the cgroup's writers; 0 when it holds memcgd or no freezer reaches it (the log and the status say why).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", boolValue(st.Throttle == ""))
 			}},
 		{name: "memcgd_cgroup_throttle_pause_seconds_total", typ: counter,
 			help: "Time the cgroup's tasks spent paused by the daemon's dirty throttle.",

@@ -62,14 +62,16 @@ func snapshot(t testing.TB) []state.Status {
 			Cgroup: "/system.slice/app.service", Observed: observed, Stat: v1, Managed: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, v1}, []memcg.Knobs{memcg.DefaultKnobs(), v1Knobs}),
 			Counters:  state.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
+			Exempt:    "not throttled: holds memcgd", Throttle: "not throttled: holds memcgd", DirtyTracking: state.TrackingPoll,
 		},
 		{
 			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true, Managed: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, parent, v2}, []memcg.Knobs{memcg.DefaultKnobs(), memcg.DefaultKnobs(), v2Knobs}),
 			Counters: state.Counters{
 				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, WriteOuts: 40, WriteOutBytes: 320 << 20,
-				Flushes: 2, FlushBytes: 1 << 20, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
+				Flushes: 2, FlushBytes: 1 << 20, FlushesRefused: 3, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
 			},
+			DirtyTracking: state.TrackingTracker,
 		},
 	}
 }
@@ -328,4 +330,19 @@ func peakRSS(b *testing.B) float64 {
 	}
 	b.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+func TestDirtyTrackingPath(t *testing.T) {
+	for _, path := range []string{state.TrackingTracker, state.TrackingPoll} {
+		reg, err := NewRegistry(func() []state.Status { return nil }, WithDirtyTracking(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		want := `memcgd_dirty_tracking_path{path="` + path + `"} 1`
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }

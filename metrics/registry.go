@@ -43,6 +43,19 @@ func WithDropped(d DropCounter) Option {
 	}
 }
 
+// WithDirtyTracking exports the dirty-tracking path in force ("tracker"
+// or "poll") as memcgd_dirty_tracking_path{path} 1.
+func WithDirtyTracking(path string) Option {
+	return func(r *Registry) error {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "memcgd_dirty_tracking_path",
+			Help: "The dirty-tracking path in force, 1 for it: tracker (the eBPF tracker wakes the daemon) or poll (an adaptive interval, the fallback).",
+		}, []string{"path"})
+		g.WithLabelValues(path).Set(1)
+		return r.own.Register(g)
+	}
+}
+
 // NewRegistry returns a Registry over snapshot, which returns the status
 // of every cgroup the daemon knows, parents first; the unmanaged ones are
 // left out.

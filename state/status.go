@@ -30,6 +30,10 @@ type Counters struct {
 	Paused time.Duration
 	// Errors counts actions that failed (other than a vanished cgroup).
 	Errors uint64
+	// FlushesRefused counts full flushes the host declined, which are
+	// not failures: rate-limited host-wide (host.ErrRateLimited), or with
+	// no filesystem to flush (host.ErrNothingToFlush).
+	FlushesRefused uint64
 }
 
 // Status is the daemon's view of one managed cgroup.
@@ -53,7 +57,21 @@ type Status struct {
 	// Exempt says why the daemon neither throttles nor reclaims the
 	// cgroup (agent.HoldsMemcgd), "" when it does as the policy decides.
 	Exempt string
+	// Throttle says why the daemon cannot throttle the cgroup: Exempt, or
+	// "throttle unavailable: <why>" when no freezer reaches it; "" when
+	// it can.
+	Throttle string
+	// DirtyTracking is the dirty-tracking path in force: "tracker" (the
+	// eBPF tracker wakes the daemon) or "poll" (the fallback's adaptive
+	// interval).
+	DirtyTracking string
 }
+
+// Tracking paths of Status.DirtyTracking.
+const (
+	TrackingTracker = "tracker"
+	TrackingPoll    = "poll"
+)
 
 // Fields is the status in `memcgd stat` form: the kernel's view from
 // memcg.Report, with the daemon's own kswapd_steal and pgoutrun (which
@@ -76,7 +94,19 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true},
 		memcg.Field{Name: "throttle_pauses", Value: c.Pauses, Known: true},
 		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
+		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},
+		memcg.Field{Name: "throttle_available", Value: flag(s.Throttle == ""), Known: true},
+		memcg.Field{Name: "exempt", Value: flag(s.Exempt != ""), Known: true},
+		memcg.Field{Name: "dirty_tracker", Value: flag(s.DirtyTracking == TrackingTracker), Known: s.DirtyTracking != ""},
 	)
+}
+
+// flag is 1 for true, 0 for false: a yes/no field of `memcgd stat`.
+func flag(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Sort orders statuses by cgroup path, parents first.

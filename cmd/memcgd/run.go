@@ -14,12 +14,37 @@ import (
 
 	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/metrics"
 	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/state"
 )
+
+// flushWait bounds how long the daemon waits at exit for the full flushes
+// in progress: a syncfs on a slow device must not hold back the undo.
+const flushWait = 2 * time.Second
+
+// flushWaiter is a host whose full flushes outlive the call that starts
+// them (cgroupfs.FS).
+type flushWaiter interface {
+	WaitFlushes(ctx context.Context) error
+}
+
+// waitFlushes waits for h's flushes in progress, at most flushWait.
+func waitFlushes(h any, log *slog.Logger) {
+	fw, ok := h.(flushWaiter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushWait)
+	defer cancel()
+	if err := fw.WaitFlushes(ctx); err != nil {
+		log.Warn("full flushes still running at exit", "waited", flushWait, "err", err)
+	}
+}
 
 // runFlags are `memcgd run`'s own flags.
 type runFlags struct {
@@ -27,7 +52,9 @@ type runFlags struct {
 	allowNonLoopback                   bool
 	workers                            int
 	activeInterval, scanInterval       time.Duration
+	reaction                           time.Duration
 	logLevel                           string
+	dirtyTracker                       string
 }
 
 func newRunCmd(g *globalFlags) *cobra.Command {
@@ -58,10 +85,42 @@ running one kept.`,
 	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint address (loopback unless --allow-non-loopback); empty disables it")
 	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
-	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "step interval of a cgroup over a threshold")
+	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
+	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md): auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	return cmd
+}
+
+// The values of --dirty-tracker.
+const (
+	trackerAuto = "auto"
+	trackerOn   = "on"
+	trackerOff  = "off"
+)
+
+// loadTracker loads the eBPF dirty tracker as --dirty-tracker asks. With
+// auto, a tracker that cannot load (no BTF, an old kernel, lockdown,
+// missing CAP_BPF or CAP_PERFMON) leaves the daemon on the polling path:
+// it returns nil and why.
+func loadTracker(mode string, log *slog.Logger) (*dirtytrack.Tracker, string, error) {
+	switch mode {
+	case trackerOff:
+		return nil, "disabled by --dirty-tracker=off", nil
+	case trackerAuto, trackerOn:
+	default:
+		return nil, "", fmt.Errorf("--dirty-tracker: invalid value %q: allowed auto, on or off", mode)
+	}
+	tr, err := dirtytrack.Load(dirtytrack.Options{Logger: log})
+	switch {
+	case err == nil:
+		return tr, "", nil
+	case mode == trackerOn:
+		return nil, "", fmt.Errorf("--dirty-tracker=on: %w", err)
+	default:
+		return nil, err.Error(), nil
+	}
 }
 
 func run(ctx context.Context, g *globalFlags, f *runFlags) error {
@@ -114,7 +173,21 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	for _, cg := range ov.Stale() {
 		log.Warn("dropped the overrides of a cgroup removed or created again since they were set", "cgroup", cg)
 	}
-	w, err := cgroupfs.NewWatcher(l, cgroupfs.WatcherOptions{})
+	tr, noTracker, err := loadTracker(f.dirtyTracker, log)
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		// After the agent and the watcher: FS uses it to its last call.
+		defer tr.Close()
+	}
+	fs, err := cgroupfs.NewFSOptions(l, g.procRoot, cfg.Under, j, cgroupfs.FSOptions{
+		Tracker: tr, NoTracker: noTracker, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
 	if err != nil {
 		return err
 	}
@@ -123,10 +196,10 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		w.Close()
 		return err
 	}
-	fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, j)
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
+		Reaction: f.reaction,
 	})
 	if err != nil {
 		w.Close()
@@ -148,7 +221,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		}
 	}()
 	if f.listen != "" {
-		reg, err := metrics.NewRegistry(func() []agent.Status { s, _ := a.Status(""); return s }, metrics.WithDropped(w))
+		path, _ := a.DirtyTracking()
+		reg, err := metrics.NewRegistry(func() []state.Status { s, _ := a.Status(""); return s },
+			metrics.WithDropped(w), metrics.WithDirtyTracking(path))
 		if err != nil {
 			return err
 		}
@@ -190,6 +265,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	// Run returns within its stop timeout of ctx's end, even with a host
 	// call stuck in the kernel, so that the undo below always runs.
 	runErr := a.Run(ctx)
+	// Full flushes run past the step that started them; let them finish,
+	// within a bound, so that none is cut off mid-syncfs by the exit.
+	waitFlushes(fs, log)
 	// Run has ended every pause; undo anything still journalled (a squeeze
 	// interrupted by the signal) so that nothing the daemon changed remains.
 	undone, err = j.Recover(context.Background())

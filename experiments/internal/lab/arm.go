@@ -46,7 +46,7 @@ var (
 var KnownArms = []Arm{Stock, Memcgd, Fallback}
 
 // DefaultArms is the default of -arms.
-const DefaultArms = "stock,memcgd"
+const DefaultArms = "stock,memcgd,fallback"
 
 // ParseArms parses a comma-separated list of arm names. The first arm is
 // the baseline every other is compared with; it must be stock.

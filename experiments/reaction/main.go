@@ -16,9 +16,12 @@
 //
 // This is the Watcher's figure, not the daemon's: the agent's step that
 // follows a report (reading memory.stat, deciding, freezing) comes on
-// top, and is not timed here.
+// top, and is not timed here. With -daemon, memcgd itself runs and the
+// figure is from the write(2) to the daemon's first read of the cgroup's
+// files (daemon.go).
 //
 //	go run ./experiments/reaction [-n 1000] [-step 512K] [-room 256K] [-load] [-load-rate 200M]
+//	go run ./experiments/reaction -daemon [-n 100] [-trickle 128K] [-trickle-every 10ms]
 package main
 
 import (
@@ -50,6 +53,12 @@ func main() {
 	flag.BoolVar(&e.load, "load", false, "run a second writer throughout, in a cgroup limited to 100 MiB")
 	flag.Var(&e.loadRate, "load-rate", "rate of the -load writer, bytes per second (0: unpaced)")
 	flag.DurationVar(&e.timeout, "timeout", time.Second, "longest wait for one report; one later than this counts as lost")
+	flag.BoolVar(&e.daemon, "daemon", false, "measure memcgd itself: from the write(2) to its first read of the cgroup's files (see daemon.go)")
+	e.dirtyBytes, e.trickle = 16<<20, 128<<10
+	flag.Var(&e.dirtyBytes, "dirty-bytes", "with -daemon: dirty_bytes of the cgroup (dirty_background_bytes is half)")
+	flag.Var(&e.trickle, "trickle", "with -daemon: bytes of each write(2)")
+	flag.DurationVar(&e.trickleEvery, "trickle-every", 10*time.Millisecond, "with -daemon: interval between two writes")
+	flag.DurationVar(&e.quiet, "quiet", 300*time.Millisecond, "with -daemon: how long the daemon must leave the cgroup alone before a wake-up")
 	flag.Parse()
 	switch {
 	case e.n < 1:
@@ -68,9 +77,16 @@ type experiment struct {
 	load       bool
 	loadRate   lab.Size
 	timeout    time.Duration
+	// -daemon: memcgd's own reaction (daemon.go).
+	daemon              bool
+	dirtyBytes, trickle lab.Size
+	trickleEvery, quiet time.Duration
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
+	if e.daemon {
+		return e.runDaemon(ctx, b)
+	}
 	tr, err := dirtytrack.Load(dirtytrack.Options{})
 	if err != nil {
 		return fmt.Errorf("the tracker does not load here, so there is no tracker path to measure: %w", err)
@@ -105,7 +121,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	fmt.Printf("%d wake-ups: each arms the watch %s above what the cgroup dirtied, then one write(2) of %s. Load: %s.\n\n",
 		e.n, e.room.String(), e.step.String(), load)
 
-	d, err := startDirtier(ctx, b, c)
+	d, err := startDirtier(ctx, b, c, b.File("reaction"))
 	if err != nil {
 		return err
 	}
@@ -214,8 +230,8 @@ type dirtier struct {
 	wait func() error
 }
 
-func startDirtier(ctx context.Context, b *lab.Bench, c *lab.Cgroup) (*dirtier, error) {
-	cmd := c.Command(ctx, b.Writer, "-file", b.File("reaction"), "-stdin")
+func startDirtier(ctx context.Context, b *lab.Bench, c *lab.Cgroup, file string) (*dirtier, error) {
+	cmd := c.Command(ctx, b.Writer, "-file", file, "-stdin")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -317,7 +317,7 @@ func (e experiment) once(ctx context.Context, b *lab.Bench, run int, v variant, 
 }
 
 // maxAttempts bounds the attempts at a run whose precondition failed.
-const maxAttempts = 3
+const maxAttempts = 5
 
 // errDisturbed reports that the others' dirty pages were written before
 // fio started: by another tenant's sync, or the daemon's start.

@@ -36,7 +36,9 @@ func (s Series) Percentile(p float64) uint64 {
 	}
 	sorted := slices.Clone(s)
 	slices.Sort(sorted)
-	rank := max(int(math.Ceil(p/100*float64(len(sorted))))-1, 0)
+	// The epsilon keeps a product that should be whole (0.999 × 1000)
+	// from rounding up past it in floating point.
+	rank := max(int(math.Ceil(p/100*float64(len(sorted))-1e-9))-1, 0)
 	return sorted[min(rank, len(sorted)-1)]
 }
 

@@ -7,6 +7,10 @@ func TestSeriesPercentileIsNearestRank(t *testing.T) {
 	for i := range hundred {
 		hundred[i] = uint64(100 - i) // 100 down to 1: order must not matter
 	}
+	thousand := make(Series, 1000)
+	for i := range thousand {
+		thousand[i] = uint64(i + 1)
+	}
 	tests := []struct {
 		name string
 		s    Series
@@ -20,6 +24,8 @@ func TestSeriesPercentileIsNearestRank(t *testing.T) {
 		{"p100 is the maximum", hundred, 100, 100},
 		{"p0 is the minimum", hundred, 0, 1},
 		{"p99 of ten samples is the largest", Series{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 99, 10},
+		// 0.999 × 1000 is 999.0000000000001 in floating point.
+		{"p99.9 of 1..1000 is 999, not the maximum", thousand, 99.9, 999},
 	}
 	for _, tt := range tests {
 		if got := tt.s.Percentile(tt.p); got != tt.want {

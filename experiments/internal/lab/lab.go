@@ -158,6 +158,11 @@ func (l *Lab) Close() error {
 		errs = append(errs, l.closers[i]())
 	}
 	for i := len(l.cgroups) - 1; i >= 0; i-- {
+		if l.cgroups[i] == l.Root {
+			// Its own children are gone: what is left beneath it, the
+			// lab did not make.
+			errs = append(errs, removeStray(l.Root))
+		}
 		errs = append(errs, l.cgroups[i].remove())
 	}
 	for _, d := range l.dirs {

@@ -15,11 +15,11 @@ import (
 
 // removeStray removes the cgroups beneath c's directories (memory, unified
 // mirror, freezer mirror) that the lab did not make, deepest first: a
-// daemon may make some, as memcgd makes a freezer cgroup at the path of a
-// v1 memory cgroup that has none (issue 7 item 5) and leaves it when the
-// memory cgroup goes. Their tasks, which can only be the lab's own, are
-// thawed and killed. Each removal is told on stderr, since it is something
-// a daemon left behind.
+// daemon may make some: memcgd makes a freezer cgroup at the path of a v1
+// memory cgroup that has none (issue 7 item 5, cgroupfs.EnsureFreezer)
+// and, by design, leaves it THAWED when it exits before the memory cgroup
+// goes. Their tasks, which can only be the lab's own, are thawed and
+// killed. Each removal is told on stderr, since a daemon left it behind.
 func removeStray(c *Cgroup) error {
 	var errs []error
 	for _, top := range []string{c.Dir, c.Unified, c.Freezer} {

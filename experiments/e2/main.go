@@ -134,8 +134,11 @@ type sample struct {
 	// gap is the sampling interval achieved: median and p99 of the
 	// time between two samples.
 	gapP50, gapP99 time.Duration
-	res            lab.WriterResult
-	daemon         lab.DaemonResult
+	// over are the stretches with dirty+writeback above 1.25 ×
+	// dirty_bytes (issue 7's unpaced target).
+	over   lab.Excursions
+	res    lab.WriterResult
+	daemon lab.DaemonResult
 }
 
 func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1Summary) error {
@@ -199,6 +202,9 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		num("dirty+writeback p99 (MiB)", "%.1f", func(s sample) float64 { return lab.MiB(s.dirty.P99) })
 		num("dirty+writeback p99 / dirty_bytes", "%.2f", func(s sample) float64 { return float64(s.dirty.P99) / thresh })
 		num("dirty+writeback mean (MiB)", "%.1f", func(s sample) float64 { return s.dirty.Mean / (1 << 20) })
+		num("time with dirty+writeback over 1.25 × dirty_bytes (%)", "%.1f", func(s sample) float64 { return s.over.Share })
+		num("stretches over 1.25 × dirty_bytes", "%.0f", func(s sample) float64 { return float64(s.over.N) })
+		num("longest stretch over 1.25 × dirty_bytes (ms)", "%.1f", func(s sample) float64 { return ms(s.over.Longest) })
 		num("samples", "%.0f", func(s sample) float64 { return float64(s.dirty.N) })
 		num("interval between samples, p50 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP50) })
 		num("interval between samples, p99 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP99) })
@@ -271,6 +277,7 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	s.dirty = samples.Bytes.Summary()
 	s.frozen = samples.FrozenShare()
 	s.gapP50, s.gapP99 = samples.Gaps()
+	s.over = samples.Above(uint64(e.dirty) * 5 / 4)
 	if s.daemon, err = b.EndArm(ctx, d, c); err != nil {
 		return s, err
 	}

@@ -141,3 +141,44 @@ func (s *DirtySampler) Stop() (DirtySamples, error) {
 	<-s.done
 	return s.samples, s.err
 }
+
+// Excursions describes the stretches in which a sampled series was above
+// a level: how many, the longest (from the first sample above to the
+// first sample back at or below, or to the last sample), and the share of
+// the sampled time spent above.
+type Excursions struct {
+	N       int
+	Longest time.Duration
+	Share   float64 // percent of the time from the first to the last sample
+}
+
+// Above finds the excursions of the series above level. Each sample
+// stands for the time until the next one.
+func (s DirtySamples) Above(level uint64) Excursions {
+	var e Excursions
+	if len(s.At) < 2 {
+		return e
+	}
+	var above, start time.Duration
+	in := false
+	for i := range s.At {
+		over := s.Bytes[i] > level
+		switch {
+		case over && !in:
+			in, start = true, s.At[i]
+			e.N++
+		case !over && in:
+			in = false
+			e.Longest = max(e.Longest, s.At[i]-start)
+		}
+		if over && i+1 < len(s.At) {
+			above += s.At[i+1] - s.At[i]
+		}
+	}
+	last := s.At[len(s.At)-1]
+	if in {
+		e.Longest = max(e.Longest, last-start)
+	}
+	e.Share = float64(above) / float64(last-s.At[0]) * 100
+	return e
+}

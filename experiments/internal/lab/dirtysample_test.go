@@ -1,0 +1,28 @@
+package lab
+
+import (
+	"testing"
+	"time"
+)
+
+func TestAboveFindsExcursionsAndTheirLengths(t *testing.T) {
+	ms := time.Millisecond
+	s := DirtySamples{
+		At:    []time.Duration{0, 1 * ms, 2 * ms, 3 * ms, 4 * ms, 5 * ms, 6 * ms, 7 * ms, 8 * ms, 9 * ms, 10 * ms},
+		Bytes: Series{1, 9, 9, 9, 1, 1, 9, 1, 1, 9, 9},
+	}
+	got := s.Above(5)
+	// Three stretches: 1–4 ms (3 ms), 6–7 ms (1 ms), and 9 ms to the end
+	// (1 ms, still above); 5 of the 10 ms above (the last sample stands
+	// for no time).
+	want := Excursions{N: 3, Longest: 3 * ms, Share: 50}
+	if got != want {
+		t.Errorf("Above(5) = %+v, want %+v", got, want)
+	}
+	if got := s.Above(10); got != (Excursions{}) {
+		t.Errorf("Above(10) = %+v, want none", got)
+	}
+	if got := (DirtySamples{At: []time.Duration{0}, Bytes: Series{9}}).Above(5); got != (Excursions{}) {
+		t.Errorf("one sample: Above(5) = %+v, want none (no time sampled)", got)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -53,6 +54,7 @@ func main() {
 	flag.DurationVar(&e.every, "every", time.Millisecond, "sampling interval of dirty+writeback (an unpaced writer fills dirty_bytes in a few ms)")
 	flag.StringVar(&e.parts, "parts", "12", "parts to run: 1 (dirty limit), 2 (bandwidth) or 12")
 	modes := flag.String("modes", "paced,unpaced", "part 1's writer modes, comma-separated: paced, unpaced")
+	flag.StringVar(&e.trace, "trace", "", "directory to write part 1's samples to, one CSV per arm and run (ms since the start, dirty+writeback bytes, frozen 0/1)")
 	flag.Parse()
 	for _, m := range strings.Split(*modes, ",") {
 		switch m {
@@ -76,6 +78,7 @@ type experiment struct {
 	every                                time.Duration
 	parts                                string
 	modes                                []string
+	trace                                string
 }
 
 // config is memcgd's config for both parts: the default policy over the
@@ -136,7 +139,10 @@ type sample struct {
 	gapP50, gapP99 time.Duration
 	// over are the stretches with dirty+writeback above 1.25 ×
 	// dirty_bytes (issue 7's unpaced target).
-	over   lab.Excursions
+	over lab.Excursions
+	// late are the delays from dirty+writeback passing 1.25 ×
+	// dirty_bytes, the cgroup running, to its next freeze.
+	late   lab.Series
 	res    lab.WriterResult
 	daemon lab.DaemonResult
 }
@@ -205,6 +211,23 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		num("time with dirty+writeback over 1.25 × dirty_bytes (%)", "%.1f", func(s sample) float64 { return s.over.Share })
 		num("stretches over 1.25 × dirty_bytes", "%.0f", func(s sample) float64 { return float64(s.over.N) })
 		num("longest stretch over 1.25 × dirty_bytes (ms)", "%.1f", func(s sample) float64 { return ms(s.over.Longest) })
+		// How late the throttle caught each overshoot: from the first
+		// sample over 1.25 × dirty_bytes, the cgroup running, to the
+		// first sample with it frozen again. Only arms with a daemon.
+		daemonOnly := func(f func(sample) float64) func(sample) float64 {
+			return func(s sample) float64 {
+				if s.daemon.Fields == nil {
+					return math.NaN()
+				}
+				return f(s)
+			}
+		}
+		num("overshoots past 1.25 × dirty_bytes caught by a freeze", "%.0f", daemonOnly(func(s sample) float64 { return float64(len(s.late)) }))
+		num("from overshoot to freeze, p50 (ms)", "%.1f", daemonOnly(func(s sample) float64 { return ms(time.Duration(s.late.Percentile(50))) }))
+		num("from overshoot to freeze, max (ms)", "%.1f", daemonOnly(func(s sample) float64 { return ms(time.Duration(s.late.Percentile(100))) }))
+		num("overshoots caught more than 10 ms late", "%.0f", daemonOnly(func(s sample) float64 {
+			return float64(len(s.late)) * (100 - s.late.Below(uint64(10*time.Millisecond)+1)) / 100
+		}))
 		num("samples", "%.0f", func(s sample) float64 { return float64(s.dirty.N) })
 		num("interval between samples, p50 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP50) })
 		num("interval between samples, p99 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP99) })
@@ -238,6 +261,24 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 			// Not a target: what holding the limit costs the writer.
 			sum.targets.Add("E2 "+mode+": throughput vs stock (no target)", name, "%.3f", nil, tp)
 		}
+	}
+	return nil
+}
+
+// writeTrace writes the samples to file as CSV: milliseconds since the
+// sampling began, dirty+writeback bytes, and 1 when the cgroup was frozen.
+func writeTrace(file string, s lab.DirtySamples) error {
+	var b strings.Builder
+	b.WriteString("ms,dirty_writeback_bytes,frozen\n")
+	for i, at := range s.At {
+		f := 0
+		if s.Frozen[i] {
+			f = 1
+		}
+		fmt.Fprintf(&b, "%.3f,%d,%d\n", ms(at), s.Bytes[i], f)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("-trace: %w", err)
 	}
 	return nil
 }
@@ -278,6 +319,12 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	s.frozen = samples.FrozenShare()
 	s.gapP50, s.gapP99 = samples.Gaps()
 	s.over = samples.Above(uint64(e.dirty) * 5 / 4)
+	s.late = samples.FreezeDelays(uint64(e.dirty) * 5 / 4)
+	if e.trace != "" {
+		if err := writeTrace(filepath.Join(e.trace, name+".csv"), samples); err != nil {
+			return s, err
+		}
+	}
 	if s.daemon, err = b.EndArm(ctx, d, c); err != nil {
 		return s, err
 	}

@@ -182,3 +182,25 @@ func (s DirtySamples) Above(level uint64) Excursions {
 	e.Share = float64(above) / float64(last-s.At[0]) * 100
 	return e
 }
+
+// FreezeDelays is, for each stretch in which the cgroup ran (was not
+// frozen) and its dirty+writeback rose above level, the time from the
+// first sample above level to the first sample with the cgroup frozen
+// again: how late the throttle caught an overshoot. A stretch that the
+// end of the sampling cuts off is not counted.
+func (s DirtySamples) FreezeDelays(level uint64) Series {
+	var out Series
+	var overAt time.Duration
+	over := false
+	for i, at := range s.At {
+		switch {
+		case s.Frozen[i] && over:
+			out = append(out, uint64(at-overAt))
+			over = false
+		case s.Frozen[i]:
+		case !over && s.Bytes[i] > level:
+			over, overAt = true, at
+		}
+	}
+	return out
+}

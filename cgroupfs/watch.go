@@ -57,6 +57,8 @@ type Watcher struct {
 	// psiRefused counts v2 watches armed without their PSI trigger
 	// because the kernel refused it.
 	psiRefused atomic.Uint64
+	// usageReads counts the reads of memory.current (v2).
+	usageReads atomic.Uint64
 
 	// mu guards everything below. The loop holds it while it handles a
 	// batch of events, so that a file descriptor is never closed while
@@ -391,6 +393,10 @@ func (w *Watcher) PSIRefusal() error {
 	defer w.mu.Unlock()
 	return w.psiRefusal
 }
+
+// UsageReads returns how many times the Watcher has read a v2 cgroup's
+// memory.current, at arming and on its schedule: the usage poll's cost.
+func (w *Watcher) UsageReads() uint64 { return w.usageReads.Load() }
 
 // Len returns how many cgroups are watched.
 func (w *Watcher) Len() int {

@@ -210,6 +210,7 @@ func watchFileError(cg host.Cgroup, dir, name string, err error) error {
 // readCurrent reads wt's memory.current through its open file, into the
 // Watcher's buffer: one pread(2), no allocation.
 func (w *Watcher) readCurrent(wt *watched) (uint64, error) {
+	w.usageReads.Add(1)
 	for {
 		n, err := unix.Pread(wt.current, w.buf, 0)
 		if err == unix.EINTR {

@@ -2,9 +2,16 @@ package cgroupfs
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memcgd/memcgd/host"
 )
 
 const schedMiB = 1 << 20
@@ -245,5 +252,58 @@ func TestUsageScheduleOrder(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("popped %v, want %v", got, want)
+	}
+}
+
+// BenchmarkUsagePoll measures one read of the v2 usage poll as the loop
+// makes it, schedule included: take the first due watch, pread its usage
+// file, parse, fold into its growth estimate, schedule its next read. The
+// files are this process's own memory cgroup's usage file (memory.current
+// on v2, memory.usage_in_bytes on v1: the same kernel path, a cftype
+// read_u64 of page_counter_read), opened once per watch, 10,000 watches.
+//
+//	go test ./cgroupfs -run '^$' -bench BenchmarkUsagePoll -benchmem
+func BenchmarkUsagePoll(b *testing.B) {
+	file := ""
+	for _, f := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup"} {
+		for _, name := range []string{"memory.usage_in_bytes", "memory.current"} {
+			cg, err := os.ReadFile("/proc/self/cgroup")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+				parts := strings.SplitN(line, ":", 3)
+				if len(parts) == 3 && (parts[1] == "memory" || parts[0] == "0") {
+					p := filepath.Join(f, parts[2], name)
+					if _, err := os.Stat(p); err == nil && file == "" {
+						file = p
+					}
+				}
+			}
+		}
+	}
+	if file == "" {
+		b.Skip("no memory cgroup usage file for this process")
+	}
+	w, err := NewWatcher(Layout{}, WatcherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	const n = 10000
+	for i := range n {
+		fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(fd)
+		wt := &watched{current: fd, wake: host.Wake{UsageAbove: 1 << 50}, poll: usagePoll{index: -1}}
+		w.schedule.set(wt, time.Duration(i))
+	}
+	b.ReportAllocs()
+	now := time.Duration(0)
+	for b.Loop() {
+		now += time.Microsecond
+		w.pollUsage(w.schedule.popDue(1<<62), now)
 	}
 }

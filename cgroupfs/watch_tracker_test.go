@@ -148,8 +148,18 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 			time.Sleep(time.Second)
 			goruntime.GC()
 			ps0 := psimonCPU(t)
+			// At least the longest interval between two reads of a
+			// cgroup, so that each is read in the window.
+			idle := *fastIdle
+			if mode.above != 0 {
+				longest, err := mode.opts.UsagePollInterval(mode.above)
+				if err != nil {
+					t.Fatal(err)
+				}
+				idle = max(idle, longest)
+			}
 			cpu0, wall0, reads0 := cpuTime(t), time.Now(), w.UsageReads()
-			time.Sleep(*fastIdle)
+			time.Sleep(idle)
 			r.cpu, r.wall = cpuTime(t)-cpu0, time.Since(wall0)
 			r.reads = float64(w.UsageReads()-reads0) / r.wall.Seconds()
 			ps1 := psimonCPU(t)
@@ -173,7 +183,7 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 		})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d idle cgroups, idle %v per row\n", l.Memory.Version, goruntime.NumCPU(), n, *fastIdle)
+	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d idle cgroups, idle %v per row or the longest read interval\n", l.Memory.Version, goruntime.NumCPU(), n, *fastIdle)
 	fmt.Fprintf(&b, "UsageAbove %d MiB unless the mode says; lock wait: Len() every 1 ms for %v after the idle window\n", *fastAbove>>20, *fastProbe)
 	fmt.Fprintf(&b, "| mode | arm per cgroup | CPU per s (process) | %% of a core | usage reads/s | lock wait p50 / p99 / max | psimon threads | their CPU per s | open fds | RSS | kernel memory | reports |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -255,6 +256,9 @@ func (w *Watcher) pollDue() {
 		if n < pollBatch {
 			return
 		}
+		// Let a goroutine woken by the unlock (a tracker wake-up, a
+		// Watch) take mu before the next batch.
+		runtime.Gosched()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
 )
 
 // pacedScript writes $1 files $0.0, $0.1, … of $2 4 KiB blocks each, one
@@ -29,6 +30,37 @@ func TestWatchReportsUsageWithinTheScheduledBound(t *testing.T) {
 	// the receiver; the bounds below add this.
 	const slack = time.Second
 	opts := cgroupfs.WatcherOptions{}
+
+	t.Run("no threshold: never read", func(t *testing.T) {
+		if l.Memory.Version == cgroupfs.V1 {
+			t.Skip("v1 arms a kernel threshold and reads no usage on a schedule")
+		}
+		c := cgrouptest.New(t, l, 256*watchMiB)
+		// Every 100 ms at most, so that a read would show within the wait.
+		w := newWatcher(t, l, cgroupfs.WatcherOptions{UsagePoll: 100 * time.Millisecond})
+		if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := w.UsageReads(); n != 0 {
+			t.Fatalf("UsageAbove NoLimit: %d reads of memory.current, want 0", n)
+		}
+		// A threshold is read at arming and then on its schedule; taking
+		// it away stops the reads.
+		if err := w.Watch(c.Path, host.Wake{UsageAbove: watchUsage(t, l, c.Dir) + 64*watchMiB}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit}); err != nil {
+			t.Fatal(err)
+		}
+		armed := w.UsageReads()
+		time.Sleep(500 * time.Millisecond)
+		if n := w.UsageReads(); armed < 3 || n != armed {
+			t.Errorf("%d reads while a threshold was armed for 500 ms (want at least 3), %d more after it was taken away (want 0)",
+				armed, n-armed)
+		}
+	})
 
 	t.Run("idle, then filled at once: within one interval of the last read", func(t *testing.T) {
 		c := cgrouptest.New(t, l, 256*watchMiB)

@@ -52,7 +52,7 @@ const (
 // growth, as in Step.
 func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	d.Wake = Wake{
-		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead),
+		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker),
 		DirtiedAbove: c.dirtiedWake(in, dirty),
 	}
 	if d.Pause > 0 {
@@ -156,10 +156,14 @@ func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 // cannot reach its dirty background threshold before charging that many
 // new pages (dirtying cached pages is left to the tracker or the
 // recheck), nor the usage at which the userspace kswapd wakes (free below
-// low + ahead, see Step).
-func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64) uint64 {
+// low + ahead, see Step). With a tracker the dirty term is left out: its
+// DirtiedAbove reports the background threshold exactly, new pages and
+// cached ones alike, and a v2 usage watch is a poll (cgroupfs
+// watch_schedule.go) whose interval grows with the distance to this
+// threshold, so a nearer one would only cost reads.
+func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64, tracker bool) uint64 {
 	wake := memcg.NoLimit
-	if bg := dl.Background; bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
+	if bg := dl.Background; !tracker && bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
 		wake = s.Usage + (bg - s.Dirty)
 	}
 	if w.Enabled() && s.Limit != memcg.NoLimit {

@@ -98,23 +98,34 @@ func TestWhenToLookAgain(t *testing.T) {
 func TestWakeAt(t *testing.T) {
 	dl := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	w := memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib}
+	const never = memcg.NoLimit
 	tests := []struct {
-		name  string
-		s     memcg.Stat
-		ahead uint64
-		want  uint64
+		name    string
+		s       memcg.Stat
+		ahead   uint64
+		tracker bool
+		want    uint64
 	}{
-		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, 16 * mib},
-		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, 95 * mib},
-		{"no limit: the dirty threshold only", memcg.Stat{Limit: memcg.NoLimit, Usage: 10 * mib}, 0, 18 * mib},
-		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, 92 * mib},
-		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, 95 * mib},
+		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, false, 16 * mib},
+		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, false, 95 * mib},
+		{"no limit: the dirty threshold only", memcg.Stat{Limit: never, Usage: 10 * mib}, 0, false, 18 * mib},
+		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, false, 92 * mib},
+		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, false, 95 * mib},
+		{"tracker: the dirty term is the tracker's DirtiedAbove; the watermark alone wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, 95 * mib},
+		{"tracker: the watermark keeps its anticipation", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, true, 92 * mib},
+		{"tracker, no limit: no usage watch at all", memcg.Stat{Limit: never, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, never},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := wakeAt(tt.s, dl, w, tt.ahead); got != tt.want {
+			if got := wakeAt(tt.s, dl, w, tt.ahead, tt.tracker); got != tt.want {
 				t.Errorf("wakeAt = %d MiB, want %d MiB", got/mib, tt.want/mib)
 			}
 		})
 	}
+	t.Run("watermarks disabled and a tracker: no usage watch", func(t *testing.T) {
+		s := memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}
+		if got := wakeAt(s, dl, memcg.Watermarks{}, 0, true); got != never {
+			t.Errorf("wakeAt = %d MiB, want NoLimit", got/mib)
+		}
+	})
 }

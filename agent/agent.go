@@ -431,8 +431,9 @@ func (a *Agent) loop(ctx context.Context) error {
 			st.timed, st.scheduled = false, false
 		case st.scheduled && !st.timed && !hint:
 			st.again = true
-		case hint:
-			a.log.Debug("watcher report left to the schedule", "cgroup", st.cg, "timed", st.timed, "active", st.active)
+		}
+		if hint || a.tracker {
+			a.log.Debug("watcher report", "cgroup", st.cg, "timed", st.timed, "active", st.active, "scheduled", st.scheduled, "hint", hint)
 		}
 		enqueue(st)
 	}
@@ -550,13 +551,27 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 	a.mu.Lock()
 	st.status.Active = r.active
 	a.mu.Unlock()
-	if a.opts.Watcher != nil && !r.keepWake && r.wake != st.wake && (!r.active || a.tracker) {
-		// An active cgroup is looked at anyway: its usage watch is armed
-		// when it goes idle. The tracker's is armed after every step.
-		if err := a.opts.Watcher.Watch(st.cg, r.wake); err != nil {
+	wk := r.wake
+	if r.active {
+		// An active cgroup is looked at anyway (NextLook is at most
+		// ActiveInterval): its usage watch is armed when it goes idle,
+		// and kept as it was meanwhile. Re-arming it after every step
+		// costs the loop dearly: on v1 a usage threshold is registered
+		// and unregistered through cgroup.event_control, each ending in
+		// synchronize_rcu() (mm/memcontrol-v1.c,
+		// __mem_cgroup_usage_register_event and
+		// mem_cgroup_usage_unregister_event), which took 7-111 ms on the
+		// loaded v1 host, with the loop and the Watcher's lock (that the
+		// tracker's wake-ups go through) held: a thawed writer then ran
+		// unseen to its memory limit. The tracker's DirtiedAbove, a map
+		// update, is armed after every step.
+		wk.UsageAbove = st.wake.UsageAbove
+	}
+	if a.opts.Watcher != nil && !r.keepWake && wk != st.wake && (!r.active || a.tracker) {
+		if err := a.opts.Watcher.Watch(st.cg, wk); err != nil {
 			a.log.Warn("watch", "cgroup", st.cg, "err", err)
 		}
-		st.wake = r.wake
+		st.wake = wk
 	}
 	if r.pause > 0 {
 		// Open-loop pauses run on their own goroutines so that a

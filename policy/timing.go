@@ -109,9 +109,19 @@ func (c *Controller) dirtySpan(in Input) uint64 {
 // the last look, or so slowly that the active interval (the ceiling)
 // already bounds what it dirties unseen; it is then left to the watcher
 // and the other rules.
+//
+// Within a throttle episode a look that saw nothing dirtied does not
+// make the cgroup quiet: its tasks may have been stopped all along by a
+// freeze that is not its own (an ancestor's, when nested cgroups are
+// managed: on the v1 host the parent held the writer frozen while the
+// writer's own mirror said thawed, so the writer looked quiet and was
+// left to a 50 ms look, in which it dirtied its whole 100 MiB limit).
+// The rate, which falls over rateWindow, decides instead until the
+// episode ends, EpisodeLinger after the last thaw: a writer that truly
+// stopped costs a look per interval for that long.
 func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 	span := c.dirtySpan(in)
-	if span == 0 || c.quiet || c.dirtyRate <= 0 {
+	if span == 0 || c.quiet && !c.throttle.episode || c.dirtyRate <= 0 {
 		return 0, false
 	}
 	allow := float64(span) / LookFraction

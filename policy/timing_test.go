@@ -44,6 +44,8 @@ func TestWhenToLookAgain(t *testing.T) {
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{256 * 1024, 1 * mib}, nextLook: 10 * ms, active: true},
 		{name: "fallback: a writer at 10 MiB/s cannot dirty a quarter of the gap within the active interval: left to its watch",
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{100 * 1024}, nextLook: 0, active: false},
+		{name: "fallback: a burst after a long idle interval (13 MiB in 1.2 s averages 11 MiB/s) dirtied more than a quarter of the gap unseen: looked at again after MinLook",
+			dirty: 2 * mib, dt: 1200 * ms, deltas: []uint64{13 * mib}, nextLook: 1 * ms, active: true},
 		{name: "fallback: back to events when the cgroup dirtied nothing since the last look",
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib, 0}, nextLook: 0, active: false},
 		{name: "tracker: a writer at 100 MiB/s is not polled, the tracker reports it at the freeze level",

@@ -128,14 +128,24 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
 		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples)",
 			r, stockRate, rate, 100*rate/stockRate, float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, len(samples))
+		// The sampler, a process outside the cgroup, ticks every 2 ms:
+		// its longest gap is the longest the host left it unscheduled,
+		// through which the daemon may well have been unscheduled too.
+		var gap, gapAt time.Duration
+		for i := 1; i < len(at); i++ {
+			if at[i]-at[i-1] > gap {
+				gap, gapAt = at[i]-at[i-1], at[i-1]
+			}
+		}
+		t.Logf("round %d: longest gap between samples %v, from %v", r, gap.Round(100*time.Microsecond), gapAt.Round(time.Millisecond))
 		if from, until, peak := longestAbove(samples, at, 3*dirtyBytes/2); until > from {
 			t.Logf("round %d: longest excursion over 1.5 x dirty_bytes: %v to %v after the writer started, peak %d MiB",
 				r, from.Round(time.Millisecond), until.Round(time.Millisecond), peak/mib)
 			// What the daemon decided from just before it to its end,
 			// beside the samples, to tell a late look from a freeze
 			// that did not hold.
-			t.Logf("round %d: samples and the daemon's decisions from %v:\n%s", r, (from - 10*time.Millisecond).Round(time.Millisecond),
-				excursionTrace(d.logText(), samples, at, start, from-10*time.Millisecond, until, 60))
+			t.Logf("round %d: samples and the daemon's decisions from %v:\n%s", r, (from - 40*time.Millisecond).Round(time.Millisecond),
+				excursionTrace(d.logText(), samples, at, start, from-40*time.Millisecond, until, 150))
 		}
 		// The episode ends a second after the writer stops
 		// (policy.EpisodeLinger); the cgroup must be thawed by then.

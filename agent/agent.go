@@ -890,13 +890,18 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 }
 
 // actOrHandOff carries out d's write-out, flush and reclaim (act). While a
-// throttle episode is open it does so on a goroutine of its own and
-// returns at once: the cgroup is stepped every millisecond or so then,
-// and a write-out or a v1 reclaim step taking tens of milliseconds would
-// hold back the next look, and the next thaw or freeze, by as much. A
-// step that finds the previous one's actions still running skips its
-// own: a write-out in flight is one already started, and reclaim comes
-// again at the next step.
+// throttle episode is open, or the decision writes out, it does so on a
+// goroutine of its own and returns at once: the cgroup is stepped every
+// millisecond or so then, and a write-out or a v1 reclaim step taking
+// tens of milliseconds would hold back the next look, and the next thaw
+// or freeze, by as much. A write-out is handed off before any episode
+// too: it is due when dirty passes the background threshold, which a
+// fast writer does on its way to the limit, and on the v1 host the
+// write-out of a file being written at 1.5 GB/s held its step, and so
+// the cgroup's next look (due 1 ms later), for 33 ms, in which the
+// writer reached its memory limit. A step that finds the previous one's
+// actions still running skips its own: a write-out in flight is one
+// already started, and reclaim comes again at the next step.
 func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (deferred, vanished bool) {
 	if !d.WriteOut && !d.Flush && d.Reclaim == 0 && !d.ReclaimStart {
 		return false, false
@@ -904,7 +909,7 @@ func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat,
 	if !st.acting.CompareAndSwap(false, true) {
 		return false, false
 	}
-	if !d.Episode {
+	if !d.Episode && !d.WriteOut {
 		defer st.acting.Store(false)
 		c, deferred, vanished := a.act(ctx, st, s, d)
 		a.addCounters(st, c)

@@ -555,7 +555,11 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 	if r.active {
 		// An active cgroup is looked at anyway (NextLook is at most
 		// ActiveInterval): its usage watch is armed when it goes idle,
-		// and kept as it was meanwhile. Re-arming it after every step
+		// and none is armed meanwhile (with the tracker every report
+		// steps the cgroup, and a stale v1 threshold reports each
+		// crossing, every millisecond for a writer at its limit). Without
+		// the tracker the watch is left as it was: its reports of an
+		// active cgroup are hints. Re-arming it after every step
 		// costs the loop dearly: on v1 a usage threshold is registered
 		// and unregistered through cgroup.event_control, each ending in
 		// synchronize_rcu() (mm/memcontrol-v1.c,
@@ -565,7 +569,7 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 		// tracker's wake-ups go through) held: a thawed writer then ran
 		// unseen to its memory limit. The tracker's DirtiedAbove, a map
 		// update, is armed after every step.
-		wk.UsageAbove = st.wake.UsageAbove
+		wk.UsageAbove = memcg.NoLimit
 	}
 	if a.opts.Watcher != nil && !r.keepWake && wk != st.wake && (!r.active || a.tracker) {
 		if err := a.opts.Watcher.Watch(st.cg, wk); err != nil {

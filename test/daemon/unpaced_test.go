@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 
 	d := newDaemon(t, managedConfig(managed.Path, fmt.Sprintf(
 		"dirty_background_bytes: %d, dirty_bytes: %d, writeback_first: true", background, dirtyBytes)),
-		"--dirty-tracker="+tracker)
+		"--dirty-tracker="+tracker, "--log-level=debug")
 	d.start()
 	wantPath, wantTracker := "path=poll", uint64(0)
 	if tracker == trackerOn {
@@ -77,7 +78,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	// write runs the writer in c and samples its dirty+writeback every
 	// 2 ms meanwhile; it returns the samples, when each was taken from
 	// the writer's start, and the writer's MiB/s.
-	write := func(c *cgrouptest.Cgroup, name string) ([]uint64, []time.Duration, float64) {
+	write := func(c *cgrouptest.Cgroup, name string) ([]uint64, []time.Duration, float64, time.Time) {
 		t.Helper()
 		file := filepath.Join(dir, name)
 		defer os.Remove(file)
@@ -114,22 +115,37 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		if err != nil {
 			t.Fatalf("dd in %s: %v (stderr %q)", c.Path, err, cmd.Stderr)
 		}
-		return samples, at, float64(size) / took.Seconds()
+		return samples, at, float64(size) / took.Seconds(), start
 	}
 
 	var all []uint64
 	var ratios []float64
 	for r := range rounds {
-		_, _, stockRate := write(stock, fmt.Sprintf("stock-%d", r))
-		samples, at, rate := write(w, fmt.Sprintf("managed-%d", r))
+		_, _, stockRate, _ := write(stock, fmt.Sprintf("stock-%d", r))
+		samples, at, rate, start := write(w, fmt.Sprintf("managed-%d", r))
 		all = append(all, samples...)
 		ratios = append(ratios, rate/stockRate)
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
 		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples)",
 			r, stockRate, rate, 100*rate/stockRate, float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, len(samples))
+		// The sampler, a process outside the cgroup, ticks every 2 ms:
+		// its longest gap is the longest the host left it unscheduled,
+		// through which the daemon may well have been unscheduled too.
+		var gap, gapAt time.Duration
+		for i := 1; i < len(at); i++ {
+			if at[i]-at[i-1] > gap {
+				gap, gapAt = at[i]-at[i-1], at[i-1]
+			}
+		}
+		t.Logf("round %d: longest gap between samples %v, from %v", r, gap.Round(100*time.Microsecond), gapAt.Round(time.Millisecond))
 		if from, until, peak := longestAbove(samples, at, 3*dirtyBytes/2); until > from {
 			t.Logf("round %d: longest excursion over 1.5 x dirty_bytes: %v to %v after the writer started, peak %d MiB",
 				r, from.Round(time.Millisecond), until.Round(time.Millisecond), peak/mib)
+			// What the daemon decided from just before it to its end,
+			// beside the samples, to tell a late look from a freeze
+			// that did not hold.
+			t.Logf("round %d: samples and the daemon's decisions from %v:\n%s", r, (from - 40*time.Millisecond).Round(time.Millisecond),
+				excursionTrace(d.logText(), samples, at, start, from-40*time.Millisecond, until, 150))
 		}
 		// The episode ends a second after the writer stops
 		// (policy.EpisodeLinger); the cgroup must be thawed by then.
@@ -201,4 +217,41 @@ func waitThawed(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup, timeout t
 		return len(f) == 0
 	})
 	return f
+}
+
+// excursionTrace interleaves the samples taken within [from, until] of
+// the writer's start with the daemon's debug lines logged then (slog's
+// time has millisecond resolution), at most max lines of each.
+func excursionTrace(log string, samples []uint64, at []time.Duration, start time.Time, from, until time.Duration, most int) string {
+	type line struct {
+		at   time.Duration
+		text string
+	}
+	var lines []line
+	for i, x := range samples {
+		if at[i] >= from && at[i] <= until && len(lines) < most {
+			lines = append(lines, line{at[i], fmt.Sprintf("sample dirty+writeback %.1f MiB", float64(x)/mib)})
+		}
+	}
+	n := 0
+	for _, l := range strings.Split(log, "\n") {
+		ts, rest, ok := strings.Cut(l, " ")
+		if !ok || !strings.HasPrefix(ts, "time=") || !strings.Contains(rest, "level=DEBUG") {
+			continue
+		}
+		tm, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(ts, "time="))
+		if err != nil {
+			continue
+		}
+		if d := tm.Sub(start); d >= from-time.Millisecond && d <= until && n < most {
+			lines = append(lines, line{d, rest})
+			n++
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return int(a.at - b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %7.1f ms  %s\n", float64(l.at)/float64(time.Millisecond), l.text)
+	}
+	return b.String()
 }

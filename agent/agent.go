@@ -841,7 +841,9 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	d := st.ctrl.Step(policy.Input{
 		Now: now, Stat: s, Dirty: pol.Dirty, Watermarks: pol.Watermarks,
 		WritebackFirst: pol.Knobs.WritebackFirst,
-		Tracker:        a.tracker, Reaction: a.opts.Reaction, ActiveInterval: a.opts.ActiveInterval,
+		// Without this step's counter no DirtiedAbove is armed below, so the
+		// policy must keep the dirty-background term in the usage wake.
+		Tracker: a.tracker && s.Counters.HasDirtied, Reaction: a.opts.Reaction, ActiveInterval: a.opts.ActiveInterval,
 		Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.isFrozen(),
 	})
 	if fz != policy.FreezerTimed {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -125,6 +126,9 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 type report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
+	// Throttle says why the daemon does not throttle the cgroup; only the
+	// daemon knows (control.Report.Throttle).
+	Throttle string
 }
 
 // collect observes each cgroup and its ancestors and passes each report to
@@ -188,13 +192,20 @@ func (rw *reportWriter) write(r report) error {
 				return err
 			}
 		}
+		if r.Throttle != "" {
+			// A name and a value like the rest; the value is the
+			// reason, on one line whatever the error said.
+			_, err := fmt.Fprintf(rw.w, "throttle_unavailable %s\n", strings.Join(strings.Fields(r.Throttle), " "))
+			return err
+		}
 		return nil
 	}
 	type entry struct {
-		Cgroup host.Cgroup        `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup   host.Cgroup        `json:"cgroup"`
+		Stats    map[string]*uint64 `json:"stats"`
+		Throttle string             `json:"throttle_unavailable,omitempty"`
 	}
-	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields))}
+	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields)), Throttle: r.Throttle}
 	for _, f := range r.Fields {
 		if f.Known {
 			v := f.Value

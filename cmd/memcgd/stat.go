@@ -43,10 +43,12 @@ reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
 throttle_paused_us; then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
-(0 when the cgroup holds memcgd or no freezer reaches it; the daemon's log
-says why), exempt (1 when it holds memcgd) and dirty_tracker (1 when the eBPF
-dirty tracker wakes the daemon, 0 when it polls: the fallback). Otherwise cgroupfs is read directly, with the config's
-knobs and the runtime overrides memcgd set persisted (--overrides) over them.
+(0 when the cgroup holds memcgd or no freezer reaches it), exempt (1 when it
+holds memcgd) and dirty_tracker (1 when the eBPF dirty tracker wakes the
+daemon, 0 when it polls: the fallback); a cgroup not throttled ends with
+throttle_unavailable and the reason. Otherwise cgroupfs is read directly,
+with the config's knobs and the runtime overrides memcgd set persisted
+(--overrides) over them.
 Either way the answer is printed cgroup by cgroup as it is read.
 
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is

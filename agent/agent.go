@@ -432,6 +432,9 @@ func (a *Agent) loop(ctx context.Context) error {
 		case st.scheduled && !st.timed && !hint:
 			st.again = true
 		}
+		if hint || a.tracker {
+			a.log.Debug("watcher report", "cgroup", st.cg, "timed", st.timed, "active", st.active, "scheduled", st.scheduled, "hint", hint)
+		}
 		enqueue(st)
 	}
 	wakeUp := func(cg host.Cgroup, hint bool) {
@@ -489,7 +492,17 @@ func (a *Agent) loop(ctx context.Context) error {
 				events = nil
 				continue
 			}
-			wakeUp(cg, true)
+			// Without the tracker a report of an active cgroup is but a
+			// hint (a usage watch armed when it went idle, a PSI
+			// event): its NextLook, derived from its dirtying rate,
+			// already bounds what it dirties unseen. With the tracker
+			// every report is a DirtiedAbove or UsageAbove the last
+			// decision armed for this very moment, and NextLook is no
+			// bound at all (the policy leaves the dirtying cgroup to
+			// the tracker): dropping it let a thawed writer run unseen
+			// until NextLook, 36 ms and 70 MiB on the v1 host
+			// (test/daemon TestDaemonUnpacedWriterTracker).
+			wakeUp(cg, !a.tracker)
 		case <-timer.C():
 			now := a.clock.Now()
 			for timers.Len() > 0 && !(*timers)[0].at.After(now) {
@@ -538,13 +551,31 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 	a.mu.Lock()
 	st.status.Active = r.active
 	a.mu.Unlock()
-	if a.opts.Watcher != nil && !r.keepWake && r.wake != st.wake && (!r.active || a.tracker) {
-		// An active cgroup is looked at anyway: its usage watch is armed
-		// when it goes idle. The tracker's is armed after every step.
-		if err := a.opts.Watcher.Watch(st.cg, r.wake); err != nil {
+	wk := r.wake
+	if r.active {
+		// An active cgroup is looked at anyway (NextLook is at most
+		// ActiveInterval): its usage watch is armed when it goes idle,
+		// and none is armed meanwhile (with the tracker every report
+		// steps the cgroup, and a stale v1 threshold reports each
+		// crossing, every millisecond for a writer at its limit). Without
+		// the tracker the watch is left as it was: its reports of an
+		// active cgroup are hints. Re-arming it after every step
+		// costs the loop dearly: on v1 a usage threshold is registered
+		// and unregistered through cgroup.event_control, each ending in
+		// synchronize_rcu() (mm/memcontrol-v1.c,
+		// __mem_cgroup_usage_register_event and
+		// mem_cgroup_usage_unregister_event), which took 7-111 ms on the
+		// loaded v1 host, with the loop and the Watcher's lock (that the
+		// tracker's wake-ups go through) held: a thawed writer then ran
+		// unseen to its memory limit. The tracker's DirtiedAbove, a map
+		// update, is armed after every step.
+		wk.UsageAbove = memcg.NoLimit
+	}
+	if a.opts.Watcher != nil && !r.keepWake && wk != st.wake && (!r.active || a.tracker) {
+		if err := a.opts.Watcher.Watch(st.cg, wk); err != nil {
 			a.log.Warn("watch", "cgroup", st.cg, "err", err)
 		}
-		st.wake = r.wake
+		st.wake = wk
 	}
 	if r.pause > 0 {
 		// Open-loop pauses run on their own goroutines so that a
@@ -810,7 +841,9 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	d := st.ctrl.Step(policy.Input{
 		Now: now, Stat: s, Dirty: pol.Dirty, Watermarks: pol.Watermarks,
 		WritebackFirst: pol.Knobs.WritebackFirst,
-		Tracker:        a.tracker, Reaction: a.opts.Reaction, ActiveInterval: a.opts.ActiveInterval,
+		// Without this step's counter no DirtiedAbove is armed below, so the
+		// policy must keep the dirty-background term in the usage wake.
+		Tracker: a.tracker && s.Counters.HasDirtied, Reaction: a.opts.Reaction, ActiveInterval: a.opts.ActiveInterval,
 		Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.isFrozen(),
 	})
 	if fz != policy.FreezerTimed {
@@ -842,6 +875,15 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 	if a.tracker && s.Counters.HasDirtied && d.Wake.DirtiedAbove != memcg.NoLimit {
 		r.wake.DirtiedAbove = satAdd(s.Counters.DirtiedBytes, d.Wake.DirtiedAbove)
 	}
+	if a.log.Enabled(ctx, slog.LevelDebug) && (d.Active || !d.Idle()) {
+		// One line per decision of a cgroup at work, to set beside
+		// samples of the cgroup (the unpaced writer's test prints them).
+		a.log.Debug("decision", "cgroup", st.cg, "throttle", d.Throttle, "episode", d.Episode,
+			"dirty", s.Dirty, "writeback", s.Writeback, "dirtied", s.Counters.DirtiedBytes,
+			"next", d.NextLook, "hold_for", d.HoldFor, "run_for", d.RunFor,
+			"wake_dirtied", d.Wake.DirtiedAbove, "write_out", d.WriteOut, "reclaim", d.Reclaim,
+			"rate", st.ctrl.DirtyRate(), "bw", st.ctrl.WriteBandwidth(), "why", d.Why)
+	}
 	if deferred && !d.WriteOut && !d.Flush && d.Pause == 0 && !d.Episode && s.DirtyAndWriteback() < eff.Dirty.Background {
 		// Reclaim is all there is to do and it is backing off: wait,
 		// idle, until the backoff ends or the cgroup grows by a step
@@ -854,13 +896,18 @@ func (a *Agent) step(ctx context.Context, st *cgroupState) stepResult {
 }
 
 // actOrHandOff carries out d's write-out, flush and reclaim (act). While a
-// throttle episode is open it does so on a goroutine of its own and
-// returns at once: the cgroup is stepped every millisecond or so then,
-// and a write-out or a v1 reclaim step taking tens of milliseconds would
-// hold back the next look, and the next thaw or freeze, by as much. A
-// step that finds the previous one's actions still running skips its
-// own: a write-out in flight is one already started, and reclaim comes
-// again at the next step.
+// throttle episode is open, or the decision writes out, it does so on a
+// goroutine of its own and returns at once: the cgroup is stepped every
+// millisecond or so then, and a write-out or a v1 reclaim step taking
+// tens of milliseconds would hold back the next look, and the next thaw
+// or freeze, by as much. A write-out is handed off before any episode
+// too: it is due when dirty passes the background threshold, which a
+// fast writer does on its way to the limit, and on the v1 host the
+// write-out of a file being written at 1.5 GB/s held its step, and so
+// the cgroup's next look (due 1 ms later), for 33 ms, in which the
+// writer reached its memory limit. A step that finds the previous one's
+// actions still running skips its own: a write-out in flight is one
+// already started, and reclaim comes again at the next step.
 func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat, d policy.Decision) (deferred, vanished bool) {
 	if !d.WriteOut && !d.Flush && d.Reclaim == 0 && !d.ReclaimStart {
 		return false, false
@@ -868,7 +915,7 @@ func (a *Agent) actOrHandOff(ctx context.Context, st *cgroupState, s memcg.Stat,
 	if !st.acting.CompareAndSwap(false, true) {
 		return false, false
 	}
-	if !d.Episode {
+	if !d.Episode && !d.WriteOut {
 		defer st.acting.Store(false)
 		c, deferred, vanished := a.act(ctx, st, s, d)
 		a.addCounters(st, c)

@@ -449,3 +449,28 @@ func TestAgentThrottlesPastFreerun(t *testing.T) {
 		}
 	}
 }
+
+// A write-out that blocks (sync_file_range waiting for the device) does
+// not hold back the cgroup's next look, in an episode or not: past its
+// background threshold a fast writer is on its way to the limit, and on
+// the v1 host a write-out held the next look, due 1 ms later, for 33 ms
+// (test/daemon TestDaemonUnpacedWriterFallback).
+func TestWriteOutHoldsNoLook(t *testing.T) {
+	h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root,
+		"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 10 * mib}})
+	entered, release := h.hold(t, "/a", "write out")
+	defer release()
+	cfg := config.Default()
+	cfg.Defaults = memcg.Knobs{DirtyBytes: 16 * mib, DirtyBackgroundBytes: 8 * mib}
+	_, stop := startAgent(t, Options{Host: h, Config: cfg, ScanInterval: time.Hour})
+	defer stop()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no write-out of /a within 5 s")
+	}
+	before := h.count(h.observes, "/a")
+	if !waitFor(2*time.Second, func() bool { return h.count(h.observes, "/a") > before }) {
+		t.Error("/a not observed again while its write-out was blocked: the write-out held its next look")
+	}
+}

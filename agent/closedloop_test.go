@@ -476,3 +476,61 @@ func TestRefusedFreezeSaidOnce(t *testing.T) {
 		t.Errorf("Status.Throttle = %q: a refusal is not an unavailable freezer", st[0].Throttle)
 	}
 }
+
+// trackedKernel is a writerKernel whose host says the eBPF tracker is in
+// force (host.FastPath), or not.
+type trackedKernel struct {
+	*writerKernel
+	tracker bool
+}
+
+var _ host.FastPath = trackedKernel{}
+
+func (k trackedKernel) DirtyPath() host.DirtyPath {
+	if k.tracker {
+		return host.DirtyPath{Tracker: true}
+	}
+	return host.DirtyPath{Reason: "disabled"}
+}
+
+func (k trackedKernel) ThrottleUnavailable(host.Cgroup) string { return "" }
+
+// With the tracker, a watcher's report of an active cgroup waiting for its
+// NextLook steps it at once: the report is the DirtiedAbove the last
+// decision armed, and the policy leaves a dirtying cgroup to it, so a
+// report held until NextLook lets a thawed writer run unseen (on the v1
+// host, 36 ms and 70 MiB past the report: TestDaemonUnpacedWriterTracker).
+// Without the tracker a report of an active cgroup is a hint, left to its
+// NextLook, which the policy derives from its dirtying rate.
+func TestTrackerReportStepsActiveCgroup(t *testing.T) {
+	for _, tc := range []struct {
+		tracker bool
+		stepped bool
+	}{
+		{tracker: true, stepped: true},
+		{tracker: false, stepped: false},
+	} {
+		t.Run(fmt.Sprintf("tracker=%v", tc.tracker), func(t *testing.T) {
+			c := newFakeClock()
+			k := newWriterKernel(c, 400e6, 100e6)
+			k.level = 10 * mib // past background: active from the first step
+			w := newFakeWatcher()
+			_, stop := startAgent(t, Options{Host: trackedKernel{k, tc.tracker}, Watcher: w, Config: throttleConfig(),
+				Clock: c, ScanInterval: time.Hour, AuditInterval: time.Hour})
+			defer stop()
+			if !waitFor(5*time.Second, func() bool {
+				_, armed := c.nextDeadline()
+				return k.snapshot().observes >= 1 && armed
+			}) {
+				t.Fatal("the first scan did not step /w and schedule its next look")
+			}
+			// The clock stands still: only the report can step /w now.
+			before := k.snapshot().observes
+			w.events <- "/w"
+			got := waitFor(200*time.Millisecond, func() bool { return k.snapshot().observes > before })
+			if got != tc.stepped {
+				t.Errorf("stepped on the watcher's report: %v, want %v", got, tc.stepped)
+			}
+		})
+	}
+}

@@ -185,6 +185,7 @@ func (a *Agent) holdExpired(st *cgroupState, gen uint64, run time.Duration) {
 	}
 	t.timer = nil
 	a.thawLocked(st, &c)
+	a.log.Debug("hold expired: thawed", "cgroup", st.cg, "run_for", run)
 	if run > 0 {
 		t.timer = a.clock.AfterFunc(run, func() { a.runExpired(st, gen) })
 	}
@@ -205,6 +206,7 @@ func (a *Agent) runExpired(st *cgroupState, gen uint64) {
 	}
 	t.timer = nil
 	a.refreeze(st, &c)
+	a.log.Debug("run expired: refrozen", "cgroup", st.cg, "frozen", t.frozen)
 	if t.frozen {
 		t.timer = a.clock.AfterFunc(policy.MaxPause, func() { a.holdExpired(st, gen, 0) })
 	}

@@ -16,15 +16,16 @@ import (
 // Watcher is the real kernel's host.Watcher. It arms the kernel's own
 // notifications for each watched memory cgroup and waits for all of them
 // in one goroutine blocked in epoll_wait(2), so that an idle cgroup costs
-// no CPU time at all on cgroup v1, and one read of memory.current per
-// UsagePoll on v2, which has no usage thresholds:
+// no CPU time at all on cgroup v1, and on v2, which has no usage
+// thresholds, one read of memory.current per cgroup at intervals set by
+// its distance to its threshold (watch_schedule.go):
 //
 //	cgroup v1 (watch_v1.go): one eventfd per cgroup carrying a
 //	memory.usage_in_bytes threshold and a memory.pressure_level
 //	"low,local" registration (cgroup.event_control);
 //	cgroup v2 (watch_v2.go): memory.events.local and a PSI trigger on
 //	memory.pressure, both polled for EPOLLPRI, and memory.current read
-//	every UsagePoll.
+//	on an adaptive schedule, MinUsagePoll to UsagePoll apart.
 //
 // Reports are coalesced: a cgroup waiting in the queue, or being handed
 // to the receiver, is not queued again, since a receiver observes the
@@ -56,6 +57,8 @@ type Watcher struct {
 	// psiRefused counts v2 watches armed without their PSI trigger
 	// because the kernel refused it.
 	psiRefused atomic.Uint64
+	// usageReads counts the reads of memory.current (v2).
+	usageReads atomic.Uint64
 
 	// mu guards everything below. The loop holds it while it handles a
 	// batch of events, so that a file descriptor is never closed while
@@ -81,20 +84,24 @@ type Watcher struct {
 
 	reader *Reader // reads at arming and on the v1 notification path
 	buf    []byte  // the v2 usage poll's read buffer
-	// polled counts the v2 watches whose usage the loop polls; nextPoll
-	// is when it next does.
-	polled   int
-	nextPoll time.Time
+	// schedule holds the v2 watches whose usage the loop polls, by when
+	// each is next due on the monotonic clock since start; rule sets the
+	// intervals.
+	schedule usageSchedule
+	rule     pollRule
+	start    time.Time
 }
 
 var _ host.Watcher = (*Watcher)(nil)
 
 // Defaults of WatcherOptions.
 const (
-	DefaultWatchQueue = 4096
-	DefaultUsagePoll  = 2 * time.Second
-	DefaultPSIStall   = 50 * time.Millisecond
-	DefaultPSIWindow  = time.Second
+	DefaultWatchQueue   = 4096
+	DefaultUsagePoll    = 30 * time.Second
+	DefaultMinUsagePoll = 100 * time.Millisecond
+	DefaultUsageRate    = 4 << 20 // bytes per second
+	DefaultPSIStall     = 50 * time.Millisecond
+	DefaultPSIWindow    = time.Second
 )
 
 // WatcherOptions tunes a Watcher. Zero fields take the defaults.
@@ -102,10 +109,21 @@ type WatcherOptions struct {
 	// Queue bounds how many reported cgroups wait to be received from
 	// Events; default DefaultWatchQueue.
 	Queue int
-	// UsagePoll is how often the Watcher reads memory.current of the v2
-	// cgroups watched with a UsageAbove, since v2 has no usage
-	// thresholds; default DefaultUsagePoll. Unused on v1.
+	// UsagePoll is the longest the Watcher leaves memory.current of a v2
+	// cgroup watched with a UsageAbove unread (v2 has no usage
+	// thresholds): the interval of a cgroup far below its threshold and
+	// not growing, and so the longest a sudden crossing can go
+	// unreported; default DefaultUsagePoll. Unused on v1.
 	UsagePoll time.Duration
+	// MinUsagePoll is the shortest interval between two reads of a
+	// cgroup's memory.current, that of a cgroup near its threshold or
+	// growing fast; default DefaultMinUsagePoll, at most UsagePoll.
+	MinUsagePoll time.Duration
+	// UsageRate, in bytes per second, is the growth the schedule allows
+	// for in a cgroup that its reads do not see growing faster: such a
+	// cgroup is read again before it could reach its threshold at this
+	// rate (watch_schedule.go); default DefaultUsageRate.
+	UsageRate uint64
 	// PSI is the memory.pressure trigger armed on each v2 cgroup; the zero
 	// value means "some" stall of DefaultPSIStall within DefaultPSIWindow.
 	PSI PSITrigger
@@ -172,6 +190,17 @@ func (o WatcherOptions) withDefaults() (WatcherOptions, error) {
 	case o.UsagePoll == 0:
 		o.UsagePoll = DefaultUsagePoll
 	}
+	switch {
+	case o.MinUsagePoll < 0:
+		return o, fmt.Errorf("watcher options: MinUsagePoll %v: want 0 (default %v) or more", o.MinUsagePoll, DefaultMinUsagePoll)
+	case o.MinUsagePoll == 0:
+		o.MinUsagePoll = min(DefaultMinUsagePoll, o.UsagePoll)
+	case o.MinUsagePoll > o.UsagePoll:
+		return o, fmt.Errorf("watcher options: MinUsagePoll %v: want at most UsagePoll (%v)", o.MinUsagePoll, o.UsagePoll)
+	}
+	if o.UsageRate == 0 {
+		o.UsageRate = DefaultUsageRate
+	}
 	if o.PSI == (PSITrigger{}) {
 		o.PSI = PSITrigger{Stall: DefaultPSIStall, Window: DefaultPSIWindow}
 	}
@@ -181,6 +210,20 @@ func (o WatcherOptions) withDefaults() (WatcherOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// UsagePollInterval returns how long, with these options, a v2 cgroup
+// whose usage was last read distance bytes below its threshold goes
+// unread if its reads have not seen it growing: the longest a crossing
+// then goes unreported. A cgroup seen growing faster than UsageRate is
+// read sooner.
+func (o WatcherOptions) UsagePollInterval(distance uint64) (time.Duration, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	r := pollRule{min: o.MinUsagePoll, max: o.UsagePoll, rate: float64(o.UsageRate)}
+	return r.interval(distance, 0), nil
 }
 
 // watched is the watch of one cgroup: the kernel objects armed for it.
@@ -194,10 +237,12 @@ type watched struct {
 	failcnt uint64
 
 	// v2: memory.events.local, and memory.current when polled; above
-	// tells whether the last poll found usage above the threshold. (The
-	// PSI trigger's file is known only as a source.)
+	// tells whether the last poll found usage above the threshold, poll
+	// when it is read next. (The PSI trigger's file is known only as a
+	// source.)
 	events, current int
 	above           bool
+	poll            usagePoll
 
 	tokens [2]uint64 // the epoll tokens of this watch's sources
 }
@@ -258,6 +303,8 @@ func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
 		},
 		reader: NewReader(l),
 		buf:    make([]byte, 4096),
+		rule:   pollRule{min: opts.MinUsagePoll, max: opts.UsagePoll, rate: float64(opts.UsageRate)},
+		start:  time.Now(),
 	}
 	go w.loop()
 	go w.send()
@@ -288,7 +335,8 @@ func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	}
 	wt := w.watches[cg]
 	if wt == nil {
-		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, current: -1}
+		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, current: -1,
+			poll: usagePoll{index: -1}}
 		var err error
 		if w.layout.Memory.Version == V2 {
 			err = w.armV2(wt, wake)
@@ -346,6 +394,10 @@ func (w *Watcher) PSIRefusal() error {
 	return w.psiRefusal
 }
 
+// UsageReads returns how many times the Watcher has read a v2 cgroup's
+// memory.current, at arming and on its schedule: the usage poll's cost.
+func (w *Watcher) UsageReads() uint64 { return w.usageReads.Load() }
+
 // Len returns how many cgroups are watched.
 func (w *Watcher) Len() int {
 	w.mu.Lock()
@@ -391,14 +443,14 @@ func (w *Watcher) wakeLoop() {
 const maxEpollEvents = 256
 
 // loop waits for the kernel's notifications and, on v2, polls usage when
-// it is time. It is the only goroutine blocked in the kernel for the
+// it is due. It is the only goroutine blocked in the kernel for the
 // Watcher.
 func (w *Watcher) loop() {
 	defer close(w.loopDone)
 	events := make([]unix.EpollEvent, maxEpollEvents)
 	for {
 		w.mu.Lock()
-		timeout := w.timeout(time.Now())
+		timeout := w.timeout(w.clock())
 		w.mu.Unlock()
 		n, err := unix.EpollWait(w.epfd, events, timeout)
 		if err == unix.EINTR {
@@ -417,23 +469,22 @@ func (w *Watcher) loop() {
 		for _, ev := range events[:n] {
 			w.handle(ev)
 		}
-		if w.polled > 0 {
-			if now := time.Now(); !now.Before(w.nextPoll) {
-				w.pollUsage()
-				w.nextPoll = now.Add(w.opts.UsagePoll)
-			}
-		}
 		w.unlock()
+		w.pollDue()
 	}
 }
 
+// clock is the schedule's time: monotonic, since the Watcher started.
+func (w *Watcher) clock() time.Duration { return time.Since(w.start) }
+
 // timeout returns epoll_wait's timeout in milliseconds: until the next
-// usage poll, or -1 (none) when there is nothing to poll.
-func (w *Watcher) timeout(now time.Time) int {
-	if w.polled == 0 {
+// usage read is due, or -1 (none) when there is nothing to poll.
+func (w *Watcher) timeout(now time.Duration) int {
+	due, ok := w.schedule.next()
+	if !ok {
 		return -1
 	}
-	d := w.nextPoll.Sub(now)
+	d := due - now
 	if d <= 0 {
 		return 0
 	}
@@ -545,7 +596,7 @@ func (w *Watcher) disarm(wt *watched) {
 	if wt.current >= 0 {
 		w.closing = append(w.closing, wt.current)
 		wt.current = -1
-		w.polled--
+		w.schedule.remove(wt)
 	}
 }
 

@@ -33,7 +33,9 @@ func TestWatcherOptionsRefuseBadValues(t *testing.T) {
 		{"a 2 s window, as unprivileged triggers need", cgroupfs.WatcherOptions{PSI: cgroupfs.PSITrigger{Stall: 100 * time.Millisecond, Window: 2 * time.Second}}, ""},
 		{"a bad trigger does not matter without PSI", cgroupfs.WatcherOptions{NoPSI: true, PSI: cgroupfs.PSITrigger{Stall: time.Hour}}, ""},
 		{"negative queue", cgroupfs.WatcherOptions{Queue: -1}, "Queue -1: want 0 (default 4096) or more"},
-		{"negative poll period", cgroupfs.WatcherOptions{UsagePoll: -time.Second}, "UsagePoll -1s: want 0 (default 2s) or more"},
+		{"negative poll period", cgroupfs.WatcherOptions{UsagePoll: -time.Second}, "UsagePoll -1s: want 0 (default 30s) or more"},
+		{"negative shortest poll period", cgroupfs.WatcherOptions{MinUsagePoll: -time.Second}, "MinUsagePoll -1s: want 0 (default 100ms) or more"},
+		{"shortest poll period above the longest", cgroupfs.WatcherOptions{MinUsagePoll: time.Second, UsagePoll: 500 * time.Millisecond}, "MinUsagePoll 1s: want at most UsagePoll (500ms)"},
 		{"window too short", cgroupfs.WatcherOptions{PSI: cgroupfs.PSITrigger{Stall: time.Millisecond, Window: 100 * time.Millisecond}}, "PSI.Window 100ms: want 500ms to 10s"},
 		{"window too long", cgroupfs.WatcherOptions{PSI: cgroupfs.PSITrigger{Stall: time.Second, Window: time.Minute}}, "PSI.Window 1m0s: want 500ms to 10s"},
 		{"stall longer than the window", cgroupfs.WatcherOptions{PSI: cgroupfs.PSITrigger{Stall: 2 * time.Second, Window: time.Second}}, "PSI.Stall 2s: want more than 0 and at most PSI.Window (1s)"},
@@ -198,13 +200,15 @@ func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cgrouptest.New(t, l, 256*watchMiB)
-			w := newWatcher(t, l, cgroupfs.WatcherOptions{})
+			// At most 2 s between two reads of memory.current on v2.
+			opts := cgroupfs.WatcherOptions{UsagePoll: 2 * time.Second}
+			w := newWatcher(t, l, opts)
 			before := watchUsage(t, l, c.Dir)
 			if err := w.Watch(c.Path, host.Wake{UsageAbove: before + tt.above}); err != nil {
 				t.Fatal(err)
 			}
 			// Receive while the write runs, to time the report.
-			within := reportWithin(l, cgroupfs.DefaultUsagePoll)
+			within := reportWithin(l, opts.UsagePoll)
 			got, stop := make(chan time.Time, 1), make(chan struct{})
 			defer close(stop)
 			go func() {

@@ -13,8 +13,10 @@ import (
 // reclaim against its limit by memory.events.local. The memory.current
 // poll stays for the cgroups watched with a UsageAbove: the tracker sees
 // pages dirtied, not the anonymous and clean page-cache growth that
-// brings a cgroup to its low watermark (docs/fastpath.md). Without the
-// tracker it is the plain Watcher and ignores DirtiedAbove.
+// brings a cgroup to its low watermark (docs/fastpath.md); its schedule
+// reads a cgroup far from its threshold rarely (watch_schedule.go), and
+// with a tracker policy sets UsageAbove from the watermarks alone. Without
+// the tracker it is the plain Watcher and ignores DirtiedAbove.
 //
 // Get one from FS.NewWatcher. It is safe for concurrent use.
 type TrackedWatcher struct {

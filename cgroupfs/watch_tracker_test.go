@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,8 @@ import (
 var (
 	fastCgroups = flag.Int("fastpath.cgroups", 10000, "cgroups TestTrackedWatcherIdleCost watches")
 	fastIdle    = flag.Duration("fastpath.idle", 10*time.Second, "idle window of TestTrackedWatcherIdleCost")
+	fastAbove   = flag.Uint64("fastpath.above", 64<<20, "UsageAbove of each idle cgroup in TestTrackedWatcherIdleCost, bytes")
+	fastProbe   = flag.Duration("fastpath.probe", 3*time.Second, "how long TestTrackedWatcherIdleCost times the Watcher's lock after the idle window")
 )
 
 // TestTrackedWatcherIdleCost measures what watching -fastpath.cgroups idle
@@ -30,7 +33,12 @@ var (
 // tracker: PSI trigger on v2, usage threshold or poll), the tracker with
 // the usage watch kept (the reclaim watermarks need it: the tracker sees
 // only dirtying), and the tracker alone (UsageAbove unset, as for a cgroup
-// with its watermarks disabled). Every cgroup is armed as the agent would:
+// with its watermarks disabled); tracker+usage-2s reads every cgroup's
+// usage every 2 s, the fixed poll before the adaptive schedule, to show
+// what the schedule saves and how long the lock is held meanwhile. After
+// the idle window it takes and releases the Watcher's lock (Len) every
+// millisecond for -fastpath.probe: the wait a tracker wake-up sees.
+// Every cgroup is armed as the agent would:
 // Dirtied, then Watch with a DirtiedAbove 1 MiB on. It prints the test
 // process's CPU time per second, the psimon threads and their CPU time,
 // open files, RSS and kernel memory. Heavy: it runs only when -run names
@@ -78,6 +86,8 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 	type row struct {
 		mode                string
 		arm, cpu, wall      time.Duration
+		reads               float64 // memory.current reads per second
+		wait50, wait99, max time.Duration
 		psimon              int
 		psimonCPU           time.Duration
 		fds                 int
@@ -88,16 +98,21 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 	for _, mode := range []struct {
 		name    string
 		tracker *dirtytrack.Tracker
-		usage   bool
+		above   uint64 // UsageAbove; 0: none
+		opts    cgroupfs.WatcherOptions
 	}{
-		{"fallback", nil, true},
-		{"tracker+usage", tr, true},
-		{"tracker-alone", tr, false},
+		{"fallback", nil, *fastAbove, cgroupfs.WatcherOptions{}},
+		{"tracker+usage", tr, *fastAbove, cgroupfs.WatcherOptions{}},
+		// A cgroup of a 1 GiB limit: the watermark wake sits about its
+		// limit above an idle, empty cgroup.
+		{"tracker+usage-1GiB", tr, 1 << 30, cgroupfs.WatcherOptions{}},
+		{"tracker+usage-2s", tr, *fastAbove, cgroupfs.WatcherOptions{UsagePoll: 2 * time.Second, MinUsagePoll: 2 * time.Second}},
+		{"tracker-alone", tr, 0, cgroupfs.WatcherOptions{}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			fds0, kernel0 := openFiles(t), watchKernelMemory(t)
 			fs := trackedFS(t, l, "/", nil, mode.tracker)
-			w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+			w, err := fs.NewWatcher(mode.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,8 +120,8 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 			start := time.Now()
 			for _, cg := range cgs {
 				wake := host.Wake{UsageAbove: memcg.NoLimit}
-				if mode.usage {
-					wake.UsageAbove = 64 << 20 // an empty cgroup never reaches it
+				if mode.above != 0 {
+					wake.UsageAbove = mode.above // an empty cgroup never reaches it
 				}
 				if mode.tracker != nil {
 					d, err := fs.Dirtied(t.Context(), cg)
@@ -133,12 +148,24 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 			time.Sleep(time.Second)
 			goruntime.GC()
 			ps0 := psimonCPU(t)
-			cpu0, wall0 := cpuTime(t), time.Now()
-			time.Sleep(*fastIdle)
+			// At least the longest interval between two reads of a
+			// cgroup, so that each is read in the window.
+			idle := *fastIdle
+			if mode.above != 0 {
+				longest, err := mode.opts.UsagePollInterval(mode.above)
+				if err != nil {
+					t.Fatal(err)
+				}
+				idle = max(idle, longest)
+			}
+			cpu0, wall0, reads0 := cpuTime(t), time.Now(), w.UsageReads()
+			time.Sleep(idle)
 			r.cpu, r.wall = cpuTime(t)-cpu0, time.Since(wall0)
+			r.reads = float64(w.UsageReads()-reads0) / r.wall.Seconds()
 			ps1 := psimonCPU(t)
 			r.psimon, r.psimonCPU = len(ps1), sumNew(ps0, ps1)
 			r.rss = watchRSS(t)
+			r.wait50, r.wait99, r.max = lockWait(w, *fastProbe)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -156,18 +183,37 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 		})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d idle cgroups, idle %v per row\n", l.Memory.Version, goruntime.NumCPU(), n, *fastIdle)
-	fmt.Fprintf(&b, "| mode | arm per cgroup | CPU per s (process) | %% of a core | psimon threads | their CPU per s | open fds | RSS | kernel memory | reports |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "cgroup %s, %d CPUs, %d idle cgroups, idle %v per row or the longest read interval\n", l.Memory.Version, goruntime.NumCPU(), n, *fastIdle)
+	fmt.Fprintf(&b, "UsageAbove %d MiB unless the mode says; lock wait: Len() every 1 ms for %v after the idle window\n", *fastAbove>>20, *fastProbe)
+	fmt.Fprintf(&b, "| mode | arm per cgroup | CPU per s (process) | %% of a core | usage reads/s | lock wait p50 / p99 / max | psimon threads | their CPU per s | open fds | RSS | kernel memory | reports |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		per := time.Duration(float64(r.cpu) / r.wall.Seconds())
 		psPer := time.Duration(float64(r.psimonCPU) / r.wall.Seconds())
-		fmt.Fprintf(&b, "| %s | %v | %v | %.3f%% | %d | %v | %d | %.1f MiB | %+.1f MiB | %d |\n",
+		fmt.Fprintf(&b, "| %s | %v | %v | %.3f%% | %.0f | %v / %v / %v | %d | %v | %d | %.1f MiB | %+.1f MiB | %d |\n",
 			r.mode, (r.arm / time.Duration(max(1, n))).Round(time.Microsecond), per.Round(time.Microsecond),
-			100*per.Seconds(), r.psimon, psPer.Round(time.Microsecond), r.fds, float64(r.rss)/(1<<20),
+			100*per.Seconds(), r.reads, r.wait50.Round(time.Microsecond), r.wait99.Round(time.Microsecond), r.max.Round(time.Microsecond),
+			r.psimon, psPer.Round(time.Microsecond), r.fds, float64(r.rss)/(1<<20),
 			float64(int64(r.kernel))/(1<<20), r.reports)
 	}
 	t.Log("\n" + b.String())
+}
+
+// lockWait takes and releases w's lock (Len) every millisecond for d and
+// returns the median, 99th percentile and longest time a call took: what
+// a tracker wake-up, which takes the same lock, waits.
+func lockWait(w *cgroupfs.TrackedWatcher, d time.Duration) (p50, p99, most time.Duration) {
+	var waits []time.Duration
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		start := time.Now()
+		w.Len()
+		waits = append(waits, time.Since(start))
+	}
+	if len(waits) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(waits)
+	return waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
 }
 
 // raiseNoFile raises RLIMIT_NOFILE to at least n, the hard limit too when

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,10 +35,11 @@ import (
 //     (psi_trigger_poll, kernfs_fop_poll): the watch is reported and
 //     dropped, which also keeps epoll from returning the file again.
 //   - memory.current, when Wake.UsageAbove is set: v2 has no usage
-//     thresholds, so the loop reads it every UsagePoll with pread(2) into
-//     a reused buffer (a seq_file read at offset 0 regenerates the value,
-//     fs/seq_file.c seq_read_iter), and reports a crossing upwards; a
-//     cgroup already above the threshold when it is set is reported then.
+//     thresholds, so the loop reads it with pread(2) into a reused buffer
+//     (a seq_file read at offset 0 regenerates the value, fs/seq_file.c
+//     seq_read_iter), on the schedule of watch_schedule.go, and reports a
+//     crossing upwards; a cgroup already above the threshold when it is
+//     set is reported then.
 //
 // The hierarchy's root has neither memory.events.local nor memory.current
 // (mm/memcontrol.c, memory_files[]: CFTYPE_NOT_ON_ROOT), so a watch of the
@@ -151,7 +153,7 @@ func (w *Watcher) rearmV2(wt *watched, wake host.Wake) error {
 		if wt.current >= 0 {
 			w.closing = append(w.closing, wt.current)
 			wt.current = -1
-			w.polled--
+			w.schedule.remove(wt)
 		}
 		wt.wake, wt.above = wake, false
 		return nil
@@ -163,19 +165,27 @@ func (w *Watcher) rearmV2(wt *watched, wake host.Wake) error {
 			return err
 		}
 		wt.current = fd
-		if w.polled++; w.polled == 1 {
-			// The loop waits without a timeout while nothing is polled.
-			w.nextPoll = time.Now().Add(w.opts.UsagePoll)
-			w.wakeLoop()
-		}
 	}
+	now := w.clock()
 	usage, err := w.readCurrent(wt)
 	if err != nil {
 		return err
 	}
 	wt.wake = wake
 	wt.above = w.reportIfOver(wt, usage)
+	first, ok := w.schedule.next()
+	w.reschedule(wt, now, usage)
+	if due, _ := w.schedule.next(); !ok || due < first {
+		// The loop sleeps until the first read that was due.
+		w.wakeLoop()
+	}
 	return nil
+}
+
+// reschedule folds a read of wt's usage at now into its growth estimate
+// and schedules its next read.
+func (w *Watcher) reschedule(wt *watched, now time.Duration, usage uint64) {
+	w.schedule.set(wt, w.rule.next(&wt.poll, now, usage, wt.wake.UsageAbove))
 }
 
 // openV2 opens the file name of cg's directory dir; if it does not exist
@@ -201,6 +211,7 @@ func watchFileError(cg host.Cgroup, dir, name string, err error) error {
 // readCurrent reads wt's memory.current through its open file, into the
 // Watcher's buffer: one pread(2), no allocation.
 func (w *Watcher) readCurrent(wt *watched) (uint64, error) {
+	w.usageReads.Add(1)
 	for {
 		n, err := unix.Pread(wt.current, w.buf, 0)
 		if err == unix.EINTR {
@@ -217,24 +228,56 @@ func (w *Watcher) readCurrent(wt *watched) (uint64, error) {
 	}
 }
 
-// pollUsage reads the usage of every polled cgroup and reports those that
-// crossed their threshold upwards since the last poll.
-func (w *Watcher) pollUsage() {
-	for _, wt := range w.watches {
-		if wt.current < 0 {
-			continue
+// pollBatch is how many usage reads the loop makes per hold of mu: a
+// report from the tracker, or a Watch, waits for at most one batch
+// (about 64 × 3 µs on real hardware), not for a whole pass.
+const pollBatch = 64
+
+// pollDue reads the usage of the polled cgroups that are due, a batch at
+// a time, reports those that crossed their threshold upwards since their
+// last read, and schedules each one's next read.
+func (w *Watcher) pollDue() {
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return
 		}
-		usage, err := w.readCurrent(wt)
-		if err != nil {
-			w.gone(wt, err)
-			continue
+		now := w.clock()
+		n := 0
+		for ; n < pollBatch; n++ {
+			wt := w.schedule.popDue(now)
+			if wt == nil {
+				break
+			}
+			w.pollUsage(wt, now)
 		}
-		above := w.over(usage, wt.wake.UsageAbove)
-		if above && !wt.above {
-			w.report(wt.cg)
+		w.unlock()
+		if n < pollBatch {
+			return
 		}
-		wt.above = above
+		// Let a goroutine woken by the unlock (a tracker wake-up, a
+		// Watch) take mu before the next batch.
+		runtime.Gosched()
 	}
+}
+
+// pollUsage reads wt's usage, taken out of the schedule, at now.
+func (w *Watcher) pollUsage(wt *watched, now time.Duration) {
+	usage, err := w.readCurrent(wt)
+	if err != nil {
+		w.gone(wt, err)
+		if wt.current >= 0 {
+			w.reschedule(wt, now, wt.poll.usage) // not gone: try again later
+		}
+		return
+	}
+	above := w.over(usage, wt.wake.UsageAbove)
+	if above && !wt.above {
+		w.report(wt.cg)
+	}
+	wt.above = above
+	w.reschedule(wt, now, usage)
 }
 
 // handleV2Events acts on a change of wt's memory.events.local.

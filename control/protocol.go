@@ -44,6 +44,9 @@ type GetResult = state.Settings
 type Report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
+	// Throttle says why the daemon does not throttle the cgroup
+	// (state.Status.Throttle), "" when it can.
+	Throttle string
 }
 
 // request is one request line.
@@ -100,6 +103,8 @@ type wireReport struct {
 	Names   []string `json:"names,omitempty"`
 	Values  uintList `json:"values"`
 	Unknown []int    `json:"unknown,omitempty"`
+	// Throttle is state.Status.Throttle, sent only when set.
+	Throttle string `json:"throttle,omitempty"`
 }
 
 func toWireSettings(s GetResult) *wireSettings {
@@ -133,7 +138,7 @@ func (w *wireSettings) settings() GetResult {
 // *last, which is then updated.
 func toWireReport(st state.Status, last *[]string) *wireReport {
 	fields := st.Fields()
-	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(uintList, len(fields))}
+	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(uintList, len(fields)), Throttle: st.Throttle}
 	same := len(*last) == len(fields)
 	for i, f := range fields {
 		r.Values[i] = f.Value
@@ -162,7 +167,7 @@ func (w *wireReport) report(last *[]string) (Report, error) {
 	if len(names) != len(w.Values) {
 		return Report{}, fmt.Errorf("report of %s: %d values for %d field names", w.Cgroup, len(w.Values), len(names))
 	}
-	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names))}
+	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names)), Throttle: w.Throttle}
 	for i, name := range names {
 		r.Fields[i] = memcg.Field{Name: name, Value: w.Values[i], Known: true}
 	}

@@ -137,3 +137,23 @@ func BenchmarkStat10000(b *testing.B) {
 		}
 	}
 }
+
+// Issue 7: `memcgd stat` says why a cgroup is not throttled. The reason
+// travels with the report, only for the cgroups that have one.
+func TestStatCarriesWhyNotThrottled(t *testing.T) {
+	b := newManyBackend(3)
+	b.sts[1].Throttle = "throttle unavailable: no freezer cgroup reaches /x"
+	path, _ := serve(t, b)
+	c := dial(t, path)
+	var got []string
+	if err := c.StatEach(context.Background(), "", func(r Report) error {
+		got = append(got, r.Throttle)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"", b.sts[1].Throttle, ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Throttle of the reports = %q, want %q", got, want)
+	}
+}

@@ -163,6 +163,13 @@ func families() []family {
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", boolValue(st.Throttle == ""))
 			}},
+		{name: "memcgd_cgroup_throttle_unavailable_info", typ: gauge, label: "reason",
+			help: "1, labelled with the reason, for a cgroup the daemon does not throttle: it holds memcgd, or no freezer reaches it.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				if st.Throttle != "" {
+					emit(st.Throttle, 1)
+				}
+			}},
 		{name: "memcgd_cgroup_throttle_pause_seconds_total", typ: counter,
 			help: "Time the cgroup's tasks spent paused by the daemon's dirty throttle.",
 			samples: func(st *state.Status, emit func(string, float64)) {

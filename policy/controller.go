@@ -50,6 +50,9 @@ type Controller struct {
 	// runRate is the same rate averaged both ways over runRateWindow:
 	// what sizes RunFor.
 	runRate float64
+	// lastRun is the bytes dirtied over the last interval the rate was
+	// measured on (timing.go, dirtyLook).
+	lastRun uint64
 }
 
 // NewController returns a controller with the kernel's initial bandwidth.

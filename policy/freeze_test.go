@@ -171,8 +171,12 @@ func TestClosedLoopThrottle(t *testing.T) {
 				{at: 0, dirty: 10 * mib, freezer: H, nextLook: -1},
 				{at: 100 * ms, dirty: 16 * mib, dirtied: 6 * mib, freezer: H, runFor: -1, throttle: ThrottleFreeze, holdFor: MaxPause, episode: true, nextLook: -1},
 				{at: 120 * ms, dirty: 12 * mib, dirtied: 6 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 20 * ms, nextLook: -1},
-				// thawed, the open episode alone keeps the cgroup looked at
-				{at: 500 * ms, dirty: 11 * mib, dirtied: 6 * mib, freezer: H, episode: true, nextLook: 50 * ms},
+				// thawed and nothing dirtied, but within an episode that
+				// does not make the cgroup quiet (TestQuietLookWithinEpisode):
+				// the fallback interval follows the rate as it decays over
+				// rateWindow, 60 MiB/s × (1 − 380/1000) = 37.2 MiB/s, at
+				// which a quarter of the gap (1 MiB) takes 1/37.2 s
+				{at: 500 * ms, dirty: 11 * mib, dirtied: 6 * mib, freezer: H, episode: true, nextLook: time.Second * 10 / 372},
 				{at: 900 * ms, dirty: 16 * mib, dirtied: 11 * mib, freezer: H, runFor: -1, throttle: ThrottleFreeze, holdFor: -1, episode: true, nextLook: -1},
 				{at: 920 * ms, dirty: 12 * mib, dirtied: 11 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 20 * ms, nextLook: -1},
 				// the linger runs out before the active interval would look

@@ -52,7 +52,7 @@ const (
 // growth, as in Step.
 func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	d.Wake = Wake{
-		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead),
+		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker),
 		DirtiedAbove: c.dirtiedWake(in, dirty),
 	}
 	if d.Pause > 0 {
@@ -109,12 +109,32 @@ func (c *Controller) dirtySpan(in Input) uint64 {
 // the last look, or so slowly that the active interval (the ceiling)
 // already bounds what it dirties unseen; it is then left to the watcher
 // and the other rules.
+//
+// Within a throttle episode a look that saw nothing dirtied does not
+// make the cgroup quiet: its tasks may have been stopped all along by a
+// freeze that is not its own (an ancestor's, when nested cgroups are
+// managed: on the v1 host the parent held the writer frozen while the
+// writer's own mirror said thawed, so the writer looked quiet and was
+// left to a 50 ms look, in which it dirtied its whole 100 MiB limit).
+// The rate, which falls over rateWindow, decides instead until the
+// episode ends, EpisodeLinger after the last thaw: a writer that truly
+// stopped costs a look per interval for that long.
 func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 	span := c.dirtySpan(in)
-	if span == 0 || c.quiet || c.dirtyRate <= 0 {
+	if span == 0 || c.quiet && !c.throttle.episode || c.dirtyRate <= 0 {
 		return 0, false
 	}
 	allow := float64(span) / LookFraction
+	if float64(c.lastRun) > allow {
+		// More than the allowance was dirtied since the last look: it
+		// came too late, whatever the rate averaged over the interval
+		// says (a burst after a long idle interval averages low: on the
+		// v1 host a 1.5 GB/s writer woken from idle measured 11 MB/s
+		// and was left to a 50 ms look, in which it reached its memory
+		// limit). Look again at the floor; the short interval then
+		// measures the rate.
+		return MinLook, true
+	}
 	t = time.Duration(allow / c.dirtyRate * float64(time.Second))
 	if t >= in.activeInterval() {
 		return 0, false
@@ -156,10 +176,14 @@ func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 // cannot reach its dirty background threshold before charging that many
 // new pages (dirtying cached pages is left to the tracker or the
 // recheck), nor the usage at which the userspace kswapd wakes (free below
-// low + ahead, see Step).
-func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64) uint64 {
+// low + ahead, see Step). With a tracker the dirty term is left out: its
+// DirtiedAbove reports the background threshold exactly, new pages and
+// cached ones alike, and a v2 usage watch is a poll (cgroupfs
+// watch_schedule.go) whose interval grows with the distance to this
+// threshold, so a nearer one would only cost reads.
+func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64, tracker bool) uint64 {
 	wake := memcg.NoLimit
-	if bg := dl.Background; bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
+	if bg := dl.Background; !tracker && bg != memcg.NoLimit && bg > s.Dirty && s.Usage <= memcg.NoLimit-(bg-s.Dirty) {
 		wake = s.Usage + (bg - s.Dirty)
 	}
 	if w.Enabled() && s.Limit != memcg.NoLimit {
@@ -171,7 +195,7 @@ func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64
 // updateDirtyRate folds in the bytes dirtied over an interval in which
 // the cgroup ran (not frozen).
 func (c *Controller) updateDirtyRate(dirtied uint64, elapsed time.Duration) {
-	c.quiet = dirtied == 0
+	c.quiet, c.lastRun = dirtied == 0, dirtied
 	rate := float64(dirtied) / elapsed.Seconds()
 	w := min(float64(elapsed)/float64(runRateWindow), 1)
 	if c.runRate == 0 {

@@ -44,6 +44,8 @@ func TestWhenToLookAgain(t *testing.T) {
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{256 * 1024, 1 * mib}, nextLook: 10 * ms, active: true},
 		{name: "fallback: a writer at 10 MiB/s cannot dirty a quarter of the gap within the active interval: left to its watch",
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{100 * 1024}, nextLook: 0, active: false},
+		{name: "fallback: a burst after a long idle interval (13 MiB in 1.2 s averages 11 MiB/s) dirtied more than a quarter of the gap unseen: looked at again after MinLook",
+			dirty: 2 * mib, dt: 1200 * ms, deltas: []uint64{13 * mib}, nextLook: 1 * ms, active: true},
 		{name: "fallback: back to events when the cgroup dirtied nothing since the last look",
 			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib, 0}, nextLook: 0, active: false},
 		{name: "tracker: a writer at 100 MiB/s is not polled, the tracker reports it at the freeze level",
@@ -98,23 +100,78 @@ func TestWhenToLookAgain(t *testing.T) {
 func TestWakeAt(t *testing.T) {
 	dl := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	w := memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib}
+	const never = memcg.NoLimit
 	tests := []struct {
-		name  string
-		s     memcg.Stat
-		ahead uint64
-		want  uint64
+		name    string
+		s       memcg.Stat
+		ahead   uint64
+		tracker bool
+		want    uint64
 	}{
-		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, 16 * mib},
-		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, 95 * mib},
-		{"no limit: the dirty threshold only", memcg.Stat{Limit: memcg.NoLimit, Usage: 10 * mib}, 0, 18 * mib},
-		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, 92 * mib},
-		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, 95 * mib},
+		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, false, 16 * mib},
+		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, false, 95 * mib},
+		{"no limit: the dirty threshold only", memcg.Stat{Limit: never, Usage: 10 * mib}, 0, false, 18 * mib},
+		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, false, 92 * mib},
+		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, false, 95 * mib},
+		{"tracker: the dirty term is the tracker's DirtiedAbove; the watermark alone wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, 95 * mib},
+		{"tracker: the watermark keeps its anticipation", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, true, 92 * mib},
+		{"tracker, no limit: no usage watch at all", memcg.Stat{Limit: never, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, never},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := wakeAt(tt.s, dl, w, tt.ahead); got != tt.want {
+			if got := wakeAt(tt.s, dl, w, tt.ahead, tt.tracker); got != tt.want {
 				t.Errorf("wakeAt = %d MiB, want %d MiB", got/mib, tt.want/mib)
 			}
 		})
+	}
+	t.Run("watermarks disabled and a tracker: no usage watch", func(t *testing.T) {
+		s := memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}
+		if got := wakeAt(s, dl, memcg.Watermarks{}, 0, true); got != never {
+			t.Errorf("wakeAt = %d MiB, want NoLimit", got/mib)
+		}
+	})
+}
+
+// Issue 7, item 4: within a throttle episode, a look that saw nothing
+// dirtied leaves the fallback interval in force. Nested managed cgroups
+// are frozen by each other's episodes: the writer's tasks were stopped by
+// its parent's freeze while its own controller had thawed it, and a
+// "quiet" look then left a 1.5 GB/s writer to the 50 ms active interval
+// (on the v1 host it reached its 100 MiB memory limit in it). Outside an
+// episode, quiet still means back to events (TestWhenToLookAgain).
+func TestQuietLookWithinEpisode(t *testing.T) {
+	c := NewController()
+	lim := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	now, ctr, frozen := time.Unix(10, 0), uint64(0), false
+	step := func(dt time.Duration, dirtied, dirty uint64) Decision {
+		now, ctr = now.Add(dt), ctr+dirtied
+		d := c.Step(Input{Now: now, Dirty: lim, Reaction: ms, ActiveInterval: 50 * ms, Freezer: FreezerHeld, Frozen: frozen,
+			Stat: memcg.Stat{Limit: 100 * mib, Usage: 64*mib + dirty, File: 64*mib + dirty, Dirty: dirty,
+				Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: ctr}}})
+		switch d.Throttle {
+		case ThrottleFreeze:
+			frozen = true
+		case ThrottleThaw:
+			frozen = false
+		}
+		return d
+	}
+	// A 1.5 GB/s writer, frozen at the limit and drained to freerun.
+	step(0, 0, 2*mib)
+	step(ms, 1500000, 4*mib)
+	if d := step(ms, 15*mib, 17*mib); d.Throttle != ThrottleFreeze {
+		t.Fatalf("at 17 MiB: %v, want a freeze", d.Throttle)
+	}
+	step(ms, 0, 15*mib)
+	if d := step(ms, 0, 10*mib); d.Throttle != ThrottleThaw || d.NextLook != MinLook {
+		t.Fatalf("drained to 10 MiB: %v, NextLook %v; want a thaw and a look after MinLook", d.Throttle, d.NextLook)
+	}
+	// Thawed, but stopped by an ancestor's freeze: nothing dirtied.
+	for i := range 3 {
+		d := step(2*ms, 0, 6*mib)
+		if !d.Episode || d.NextLook != MinLook {
+			t.Errorf("look %d after the thaw, nothing dirtied: Episode %v, NextLook %v; want the episode open and a look after MinLook",
+				i+1, d.Episode, d.NextLook)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,10 +43,12 @@ reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
 throttle_paused_us; then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
-(0 when the cgroup holds memcgd or no freezer reaches it; the daemon's log
-says why), exempt (1 when it holds memcgd) and dirty_tracker (1 when the eBPF
-dirty tracker wakes the daemon, 0 when it polls: the fallback). Otherwise cgroupfs is read directly, with the config's
-knobs and the runtime overrides memcgd set persisted (--overrides) over them.
+(0 when the cgroup holds memcgd or no freezer reaches it), exempt (1 when it
+holds memcgd) and dirty_tracker (1 when the eBPF dirty tracker wakes the
+daemon, 0 when it polls: the fallback); a cgroup not throttled ends with
+throttle_unavailable and the reason. Otherwise cgroupfs is read directly,
+with the config's knobs and the runtime overrides memcgd set persisted
+(--overrides) over them.
 Either way the answer is printed cgroup by cgroup as it is read.
 
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
@@ -125,6 +128,9 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 type report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
+	// Throttle says why the daemon does not throttle the cgroup; only the
+	// daemon knows (control.Report.Throttle).
+	Throttle string
 }
 
 // collect observes each cgroup and its ancestors and passes each report to
@@ -188,13 +194,20 @@ func (rw *reportWriter) write(r report) error {
 				return err
 			}
 		}
+		if r.Throttle != "" {
+			// A name and a value like the rest; the value is the
+			// reason, on one line whatever the error said.
+			_, err := fmt.Fprintf(rw.w, "throttle_unavailable %s\n", strings.Join(strings.Fields(r.Throttle), " "))
+			return err
+		}
 		return nil
 	}
 	type entry struct {
-		Cgroup host.Cgroup        `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup   host.Cgroup        `json:"cgroup"`
+		Stats    map[string]*uint64 `json:"stats"`
+		Throttle string             `json:"throttle_unavailable,omitempty"`
 	}
-	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields))}
+	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields)), Throttle: r.Throttle}
 	for _, f := range r.Fields {
 		if f.Known {
 			v := f.Value

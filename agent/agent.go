@@ -228,7 +228,7 @@ func New(o Options) (*Agent, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	tracker, tracking := trackerInForce(o.Host)
-	return &Agent{
+	a := &Agent{
 		opts:      o,
 		log:       log,
 		clock:     clock,
@@ -245,7 +245,13 @@ func New(o Options) (*Agent, error) {
 		cfg:       o.Config,
 		cgroups:   map[host.Cgroup]*cgroupState{},
 		ancestors: map[host.Cgroup]observed{},
-	}, nil
+	}
+	a.calls.slow = func(c call, took time.Duration) {
+		// To tell, beside the unpaced writer's samples, a step held by
+		// the kernel from a late wake-up.
+		log.Debug("slow host call", "cgroup", c.cg, "call", c.what, "took", took)
+	}
+	return a, nil
 }
 
 // trackerInForce says whether the host has a dirty tracker in force

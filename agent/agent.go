@@ -578,7 +578,10 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 		wk.UsageAbove = memcg.NoLimit
 	}
 	if a.opts.Watcher != nil && !r.keepWake && wk != st.wake && (!r.active || a.tracker) {
-		if err := a.opts.Watcher.Watch(st.cg, wk); err != nil {
+		end := a.calls.begin(st.cg, "watch")
+		err := a.opts.Watcher.Watch(st.cg, wk)
+		end()
+		if err != nil {
 			a.log.Warn("watch", "cgroup", st.cg, "err", err)
 		}
 		st.wake = wk

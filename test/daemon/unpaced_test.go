@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
@@ -69,6 +73,9 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		"dirty_background_bytes: %d, dirty_bytes: %d, writeback_first: true", background, dirtyBytes)),
 		"--dirty-tracker="+tracker, "--log-level=debug")
 	d.start()
+	if v := os.Getenv("MEMCGD_DAEMON_NICE"); v != "" {
+		reniceDaemon(t, d, v)
+	}
 	wantPath, wantTracker := "path=poll", uint64(0)
 	if tracker == trackerOn {
 		wantPath, wantTracker = "path=tracker", 1
@@ -192,6 +199,34 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	if f := frozen(t, l, w); len(f) > 0 {
 		t.Errorf("%s frozen after the daemon stopped: %v", w.Path, f)
 	}
+}
+
+// reniceDaemon sets the nice value of every thread of the daemon to v
+// (MEMCGD_DAEMON_NICE, to measure what a modest priority buys; the
+// service could set it with Nice=): setpriority(PRIO_PROCESS) takes a
+// thread id, and threads the Go runtime makes later inherit the nice of
+// the thread that makes them.
+func reniceDaemon(t *testing.T, d *daemon, v string) {
+	t.Helper()
+	n, err := strconv.Atoi(v)
+	if err != nil || n < -20 || n > 19 {
+		t.Fatalf("MEMCGD_DAEMON_NICE=%q: want an integer from -20 to 19", v)
+	}
+	pid := d.cmd.Process.Pid
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatalf("renice memcgd: %v", err)
+	}
+	for _, e := range tasks {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, n); err != nil && !errors.Is(err, unix.ESRCH) {
+			t.Fatalf("renice memcgd thread %d to %d: %v", tid, n, err)
+		}
+	}
+	t.Logf("memcgd (pid %d, %d threads) at nice %d", pid, len(tasks), n)
 }
 
 // longestAbove returns the longest run of samples above level: when it

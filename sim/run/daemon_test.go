@@ -42,7 +42,7 @@ func TestClosedLoopHoldsDirtyBytesWhereTheOpenLoopDoesNot(t *testing.T) {
 	sc, rs, _ := runEmbedded(t, "daemon-reaction")
 	disk := float64(sc.Disks[0].WriteBandwidth)
 	ratio := func(r *run.Result) float64 { return float64(r.P99Dirty*4096) / float64(r.DirtyBytes) }
-	for _, name := range []string{"closed-trk-1ms", "closed-poll"} {
+	for _, name := range []string{"closed-trk-1ms", "closed-poll", "agent-trk-1ms"} {
 		r := rs[name]
 		if r.DirtyBytes != 16<<20 {
 			t.Fatalf("%s: dirty_bytes %d, want the scenario's 16M", name, r.DirtyBytes)
@@ -60,8 +60,10 @@ func TestClosedLoopHoldsDirtyBytesWhereTheOpenLoopDoesNot(t *testing.T) {
 			t.Errorf("%s: %d freezes, %d contract violations, %d errors", name, r.Daemon.Freezes, r.Daemon.Violations, r.Daemon.Errors)
 		}
 	}
-	if r := rs["closed-trk-1ms"]; r.Daemon.Wakeups == 0 {
-		t.Errorf("closed-trk-1ms: the tracker never woke the driver")
+	for _, name := range []string{"closed-trk-1ms", "agent-trk-1ms"} {
+		if r := rs[name]; r.Daemon.Wakeups == 0 {
+			t.Errorf("%s: the tracker never woke the driver", name)
+		}
 	}
 	open := rs["open-50ms"]
 	t.Logf("open-50ms: p99 %.2f × dirty_bytes", ratio(open))

@@ -51,8 +51,10 @@ type Agent struct {
 
 	// Steps counts observations of non-root cgroups (each step reads its
 	// cgroup once), Calls every host call, Wakeups the watcher's reports
-	// delivered, Drains the times the driver waited for the agent.
-	Steps, Calls, Wakeups, Drains int64
+	// delivered, Drains the times the driver waited for the agent;
+	// DriverFreezes and DriverThaws the freezer calls of the throttle's
+	// own timers (RunFor, HoldFor passing with no newer decision).
+	Steps, Calls, Wakeups, Drains, DriverFreezes, DriverThaws int64
 
 	k      *kernel.Kernel
 	a      *agent.Agent
@@ -64,6 +66,8 @@ type Agent struct {
 	spawner int64
 	now     atomic.Int64 // the simulated clock, for the agent's goroutines
 	buf     []byte
+	stopped bool
+	byTimer bool      // the drain began with a throttle deadline's callback
 	callLog *[]string // tests: every call served
 
 	mu      sync.Mutex // guards pending and the clock's timers
@@ -124,6 +128,7 @@ func (d *Agent) Start(k *kernel.Kernel) error {
 // Stop stops the agent and serves its calls until Run returns: Run ends
 // every throttle episode (thaws) on the way out.
 func (d *Agent) Stop() error {
+	d.stopped = true
 	d.cancel()
 	var err error
 	for done := false; !done; {
@@ -155,6 +160,9 @@ func (d *Agent) Errors() int64 {
 // drain runs the agent until every goroutine of it is parked with no call
 // pending, then arms the kernel timers its clock asks for.
 func (d *Agent) drain() {
+	if d.stopped {
+		return // the kernel runs on after Stop: its timers deliver nothing
+	}
 	d.Drains++
 	if d.callLog != nil {
 		*d.callLog = append(*d.callLog, fmt.Sprintf("%d drain", d.k.Now()))
@@ -166,6 +174,7 @@ func (d *Agent) drain() {
 			break
 		}
 	}
+	d.byTimer = false
 	d.syncTimers()
 }
 
@@ -307,7 +316,7 @@ func (d *Agent) syncTimers() {
 // timerFired is the kernel timer kt of the agent's clock passing.
 func (d *Agent) timerFired(kt int32) {
 	t := d.byKernel[kt]
-	if t == nil {
+	if t == nil || d.stopped {
 		return
 	}
 	d.mu.Lock()
@@ -327,6 +336,9 @@ func (d *Agent) timerFired(kt int32) {
 	d.free = append(d.free, kt)
 	t.kt = -1
 	if t.f != nil {
+		// The callback (HoldFor or RunFor passing) is the only goroutine
+		// that runs at first: the first freezer call is its own.
+		d.byTimer = true
 		d.spawn <- t.f
 	} else {
 		select {
@@ -514,12 +526,24 @@ type simEpisode struct {
 }
 
 func (e *simEpisode) Thaw() (err error) {
-	e.d.call("freeze", e.cg, func() { err = e.d.H.Thaw(context.Background(), e.cg) })
+	e.d.call("freeze", e.cg, func() {
+		if e.d.byTimer {
+			e.d.byTimer = false
+			e.d.DriverThaws++
+		}
+		err = e.d.H.Thaw(context.Background(), e.cg)
+	})
 	return err
 }
 
 func (e *simEpisode) Refreeze() (err error) {
-	e.d.call("freeze", e.cg, func() { err = e.d.H.Freeze(context.Background(), e.cg) })
+	e.d.call("freeze", e.cg, func() {
+		if e.d.byTimer {
+			e.d.byTimer = false
+			e.d.DriverFreezes++
+		}
+		err = e.d.H.Freeze(context.Background(), e.cg)
+	})
 	return err
 }
 

@@ -3,8 +3,8 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,7 +97,7 @@ func TestAgentHoldsDirtyBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			r := runAgent(t, tc.tracker, time.Millisecond, 60*kernel.Second)
+			r := runAgent(t, tc.tracker, time.Millisecond, 8*kernel.Second)
 			h := r.d.H
 			ratio := float64(r.p99*kernel.PageSize) / float64(16<<20)
 			t.Logf("p99 %.2f × dirty_bytes (max %d MiB), writer done at %.2f s, %d steps, %d calls, %d wake-ups, %d drains, %d freezes, longest %v, %.2f s frozen, wall %v",

@@ -319,6 +319,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	case ag != nil:
 		res.Daemon = daemonStats(ag.H)
 		res.Daemon.Steps, res.Daemon.Wakeups, res.Daemon.Errors = ag.Steps, ag.Wakeups, ag.Errors()
+		res.Daemon.DriverFreezes, res.Daemon.DriverThaws = ag.DriverFreezes, ag.DriverThaws
 	case loop != nil:
 		res.Daemon = daemonStats(loop.H)
 		res.Daemon.Steps, res.Daemon.Errors = loop.Steps, loop.Errors

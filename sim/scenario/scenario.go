@@ -131,7 +131,8 @@ type Memcgd struct {
 	// Tracker: a dirtied-bytes tracker wakes the driver (DriverDecision).
 	Tracker bool
 	// Freezer is FreezerTimed (open-loop pauses) or FreezerHeld (the
-	// closed loop; DriverDecision only).
+	// closed loop; DriverDecision and DriverAgent, where it is the
+	// default and the only choice).
 	Freezer string
 }
 
@@ -597,12 +598,17 @@ func (p *parser) scenario(f *fileT) *Scenario {
 			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004, KernelThrottle2633))
 		}
 		if v.Memcgd != nil {
+			driver := p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision, DriverAgent)
+			freezer := FreezerTimed
+			if driver == DriverAgent {
+				freezer = FreezerHeld // the agent holds freezes where the host can
+			}
 			x.Memcgd = &Memcgd{
 				Interval: p.duration(w+".memcgd.interval", v.Memcgd.Interval, 50*time.Millisecond),
 				Latency:  p.duration(w+".memcgd.latency", v.Memcgd.Latency, time.Millisecond),
-				Driver:   p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision, DriverAgent),
+				Driver:   driver,
 				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "false", "true", "false") == "true",
-				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, FreezerTimed, FreezerTimed, FreezerHeld),
+				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, freezer, FreezerTimed, FreezerHeld),
 			}
 			if x.Memcgd.Driver == DriverTick && x.Memcgd.Freezer == FreezerHeld && p.err == nil {
 				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "timed with driver tick (held needs driver decision)")

@@ -71,8 +71,16 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 	// slack is Pause's own time on top of the pause: the journal record's
 	// fsync before the freeze, and the freeze taking hold. Up to 20 ms on
 	// the development machine; 120 ms under qemu's emulated CPUs, and up to
-	// 175 ms there when other VMs share the host's two cores.
-	const slack = 300 * time.Millisecond
+	// 175 ms there when other VMs share the host's two cores, 332 ms once
+	// on a loaded host (the fsync waits on the VM's throttled disk, and the
+	// vCPUs stall for 100-400 ms at a time: see reportBound). The bound is
+	// on the speed of the disk and the emulator, so it scales in the VM;
+	// that the busy task is stopped for the pause, and thawed after it, is
+	// checked below on its own.
+	slack := 300 * time.Millisecond
+	if os.Getenv("MEMCGD_VM") == "1" {
+		slack *= 3
+	}
 	tests := []struct {
 		d, timeout time.Duration
 		// wall is how long Pause should take, less slack; stopped how long

@@ -94,36 +94,51 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 		// the task stops is not known; that it thaws is.
 		{d: 150 * time.Millisecond, timeout: 40 * time.Millisecond, wall: 40 * time.Millisecond},
 	}
+	const runAgain, runWithin = 10 * time.Millisecond, 2 * time.Second
 	for _, fz := range freezers(l) {
 		for _, tt := range tests {
 			t.Run(fz.name+"/"+tt.d.String()+"/timeout="+tt.timeout.String(), func(t *testing.T) {
 				c := cgrouptest.New(t, l, 0)
 				pid := c.Start(t, "sh", "-c", "while :; do :; done").Process.Pid
 				j := journal(t, l)
-				ran0, start := runtime(t, pid), time.Now()
-				ctx := context.Background()
-				if tt.timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
-					defer cancel()
-				}
-				err := cgroupfs.Pause(ctx, fz.layout, c.Path, tt.d, j)
-				wall, ran := time.Since(start), runtime(t, pid)-ran0
-				// After the thaw the task must run again: 10 ms of CPU
-				// time, which a loaded machine may take longer than
-				// 100 ms to give it (once 7 ms in 100 ms at a load of 7
-				// on two cores); a task left frozen never gets it.
-				const runAgain, runWithin = 10 * time.Millisecond, 2 * time.Second
-				thawedAt := time.Now()
-				time.Sleep(100 * time.Millisecond)
-				after := runtime(t, pid) - ran0 - ran
-				for after < runAgain && time.Since(thawedAt) < runWithin {
-					time.Sleep(10 * time.Millisecond)
+				// A loaded machine may stall Pause's own work (the fsync,
+				// the freeze taking hold) past the slack once: an attempt
+				// over the bound is made again, up to attempts in all;
+				// every other check is of the last attempt.
+				const attempts = 3
+				var (
+					err              error
+					wall, ran, after time.Duration
+					thawedAt         time.Time
+				)
+				for attempt := 1; ; attempt++ {
+					ran0, start := runtime(t, pid), time.Now()
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if tt.timeout > 0 {
+						ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					}
+					err = cgroupfs.Pause(ctx, fz.layout, c.Path, tt.d, j)
+					cancel()
+					wall, ran = time.Since(start), runtime(t, pid)-ran0
+					// After the thaw the task must run again: 10 ms of CPU
+					// time, which a loaded machine may take longer than
+					// 100 ms to give it (once 7 ms in 100 ms at a load of 7
+					// on two cores); a task left frozen never gets it.
+					thawedAt = time.Now()
+					time.Sleep(100 * time.Millisecond)
 					after = runtime(t, pid) - ran0 - ran
+					for after < runAgain && time.Since(thawedAt) < runWithin {
+						time.Sleep(10 * time.Millisecond)
+						after = runtime(t, pid) - ran0 - ran
+					}
+					t.Logf("%s: Pause(%v) took %v; the busy task ran %v of it (stopped %v) and %v in the %v after",
+						fz.name, tt.d, wall.Round(100*time.Microsecond), ran.Round(100*time.Microsecond),
+						(wall - ran).Round(100*time.Microsecond), after.Round(time.Millisecond), time.Since(thawedAt).Round(time.Millisecond))
+					if wall <= tt.wall+slack || attempt == attempts {
+						break
+					}
+					t.Logf("attempt %d of %d: Pause took %v, over %v: again", attempt, attempts, wall, tt.wall+slack)
 				}
-				t.Logf("%s: Pause(%v) took %v; the busy task ran %v of it (stopped %v) and %v in the %v after",
-					fz.name, tt.d, wall.Round(100*time.Microsecond), ran.Round(100*time.Microsecond),
-					(wall - ran).Round(100*time.Microsecond), after.Round(time.Millisecond), time.Since(thawedAt).Round(time.Millisecond))
 
 				if tt.timeout > 0 {
 					if !errors.Is(err, context.DeadlineExceeded) {

@@ -168,6 +168,12 @@ type cgroupState struct {
 	// belongs to whoever set it.
 	acting  atomic.Bool
 	backoff reclaimBackoff
+	// flushBackoff spaces out full flushes of a cgroup the host found
+	// nothing to flush for (no open file on a filesystem it may sync:
+	// each request still lists the cgroup's files), as backoff does
+	// reclaim; guarded by Agent.mu, since the flush reports from its own
+	// goroutine.
+	flushBackoff reclaimBackoff
 	// unavailable is why no freezer reaches this cgroup (the host said
 	// so): it is then never frozen nor paused. Set by the worker, or by
 	// the loop as a pause ends, while no worker has the cgroup.
@@ -1004,7 +1010,12 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 	}
 	switch {
 	case d.Flush:
-		if a.startFlush(ctx, st) {
+		a.mu.Lock()
+		allow := st.flushBackoff.allow(a.clock.Now(), s, a.opts.ReclaimStep)
+		a.mu.Unlock()
+		if !allow {
+			a.log.Debug("flush skipped: backing off, nothing to flush lately", "cgroup", st.cg)
+		} else if a.startFlush(ctx, st, s) {
 			c.Flushes++
 			c.FlushBytes += s.Dirty
 		}
@@ -1053,7 +1064,7 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 // cgroup), and reports whether it did. A flush waits for the device
 // (syncfs) and cannot be cancelled; on the pool it would hold a worker
 // from every other cgroup for as long.
-func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
+func (a *Agent) startFlush(ctx context.Context, st *cgroupState, s memcg.Stat) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -1070,6 +1081,9 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 		end := a.calls.begin(st.cg, "flush")
 		err := a.opts.Host.Flush(ctx, st.cg)
 		end()
+		a.mu.Lock()
+		st.flushBackoff.record(a.clock.Now(), s, errors.Is(err, host.ErrNothingToFlush), flushBackoffBase)
+		a.mu.Unlock()
 		switch {
 		case err == nil, errors.Is(err, host.ErrVanished):
 		case errors.Is(err, host.ErrRateLimited), errors.Is(err, host.ErrNothingToFlush):
@@ -1083,6 +1097,10 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 	}()
 	return true
 }
+
+// flushBackoffBase is the first wait after a full flush found nothing to
+// flush; it doubles up to MaxReclaimBackoff while that goes on.
+const flushBackoffBase = time.Second
 
 // satAdd is a+b, at most memcg.NoLimit.
 func satAdd(a, b uint64) uint64 {

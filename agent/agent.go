@@ -129,8 +129,8 @@ type Agent struct {
 	cfg     *config.Config
 	cgroups map[host.Cgroup]*cgroupState
 
-	ancMu     sync.Mutex // guards ancestors
-	ancestors map[host.Cgroup]observed
+	ancMu     sync.Mutex               // guards ancestors
+	ancestors map[host.Cgroup]observed // readings of ancestors, reused by steps (ancestry)
 }
 
 // pauseResult reports a finished open-loop pause (policy.FreezerTimed).
@@ -168,6 +168,12 @@ type cgroupState struct {
 	// belongs to whoever set it.
 	acting  atomic.Bool
 	backoff reclaimBackoff
+	// flushBackoff spaces out full flushes of a cgroup the host found
+	// nothing to flush for (no open file on a filesystem it may sync:
+	// each request still lists the cgroup's files), as backoff does
+	// reclaim; guarded by Agent.mu, since the flush reports from its own
+	// goroutine.
+	flushBackoff reclaimBackoff
 	// unavailable is why no freezer reaches this cgroup (the host said
 	// so): it is then never frozen nor paused. Set by the worker, or by
 	// the loop as a pause ends, while no worker has the cgroup.
@@ -228,7 +234,7 @@ func New(o Options) (*Agent, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	tracker, tracking := trackerInForce(o.Host)
-	return &Agent{
+	a := &Agent{
 		opts:      o,
 		log:       log,
 		clock:     clock,
@@ -245,7 +251,13 @@ func New(o Options) (*Agent, error) {
 		cfg:       o.Config,
 		cgroups:   map[host.Cgroup]*cgroupState{},
 		ancestors: map[host.Cgroup]observed{},
-	}, nil
+	}
+	a.calls.slow = func(c call, took time.Duration) {
+		// To tell, beside the unpaced writer's samples, a step held by
+		// the kernel from a late wake-up.
+		log.Debug("slow host call", "cgroup", c.cg, "call", c.what, "took", took)
+	}
+	return a, nil
 }
 
 // trackerInForce says whether the host has a dirty tracker in force
@@ -572,7 +584,10 @@ func (a *Agent) finish(ctx context.Context, r stepResult, timers *timerHeap) boo
 		wk.UsageAbove = memcg.NoLimit
 	}
 	if a.opts.Watcher != nil && !r.keepWake && wk != st.wake && (!r.active || a.tracker) {
-		if err := a.opts.Watcher.Watch(st.cg, wk); err != nil {
+		end := a.calls.begin(st.cg, "watch")
+		err := a.opts.Watcher.Watch(st.cg, wk)
+		end()
+		if err != nil {
 			a.log.Warn("watch", "cgroup", st.cg, "err", err)
 		}
 		st.wake = wk
@@ -995,7 +1010,12 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 	}
 	switch {
 	case d.Flush:
-		if a.startFlush(ctx, st) {
+		a.mu.Lock()
+		allow := st.flushBackoff.allow(a.clock.Now(), s, a.opts.ReclaimStep)
+		a.mu.Unlock()
+		if !allow {
+			a.log.Debug("flush skipped: backing off, nothing to flush lately", "cgroup", st.cg)
+		} else if a.startFlush(ctx, st, s) {
 			c.Flushes++
 			c.FlushBytes += s.Dirty
 		}
@@ -1044,7 +1064,7 @@ func (a *Agent) act(ctx context.Context, st *cgroupState, s memcg.Stat, d policy
 // cgroup), and reports whether it did. A flush waits for the device
 // (syncfs) and cannot be cancelled; on the pool it would hold a worker
 // from every other cgroup for as long.
-func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
+func (a *Agent) startFlush(ctx context.Context, st *cgroupState, s memcg.Stat) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -1061,6 +1081,9 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 		end := a.calls.begin(st.cg, "flush")
 		err := a.opts.Host.Flush(ctx, st.cg)
 		end()
+		a.mu.Lock()
+		st.flushBackoff.record(a.clock.Now(), s, errors.Is(err, host.ErrNothingToFlush), flushBackoffBase)
+		a.mu.Unlock()
 		switch {
 		case err == nil, errors.Is(err, host.ErrVanished):
 		case errors.Is(err, host.ErrRateLimited), errors.Is(err, host.ErrNothingToFlush):
@@ -1074,6 +1097,10 @@ func (a *Agent) startFlush(ctx context.Context, st *cgroupState) bool {
 	}()
 	return true
 }
+
+// flushBackoffBase is the first wait after a full flush found nothing to
+// flush; it doubles up to MaxReclaimBackoff while that goes on.
+const flushBackoffBase = time.Second
 
 // satAdd is a+b, at most memcg.NoLimit.
 func satAdd(a, b uint64) uint64 {
@@ -1133,6 +1160,12 @@ func (a *Agent) managed(chain []memcg.Stat) bool {
 // An ancestor read within the last ActiveInterval is reused: siblings
 // stepped together share their parents, and an audit of thousands of
 // cgroups would otherwise read the same few ancestors thousands of times.
+// One read up to StaleAncestor ago is reused too, and read again off the
+// step: an ancestor's reading only scales ratio limits by its page cache
+// (memcg.EffectiveDirtyLimits), which a few hundred ms do not change
+// much, while a read of a high ancestor's memory.stat (the root's sums
+// the whole hierarchy) took 25-70 ms on the loaded v1 host, on the step
+// of a throttled writer, which dirtied tens of MiB meanwhile.
 func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []memcg.Knobs, error) {
 	paths := Ancestors(cg)
 	chain := make([]memcg.Stat, len(paths))
@@ -1140,7 +1173,10 @@ func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []m
 	now := a.opts.Host.Now()
 	for i, p := range paths {
 		self := i == len(paths)-1
-		s, ok := a.cachedAncestor(p, now)
+		s, age, ok := a.cachedAncestor(p, now)
+		if !self && ok && age >= a.opts.ActiveInterval {
+			a.refreshAncestor(ctx, p)
+		}
 		if self || !ok {
 			var err error
 			end := a.calls.begin(p, "observe")
@@ -1151,7 +1187,7 @@ func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []m
 			}
 			if !self {
 				a.ancMu.Lock()
-				a.ancestors[p] = observed{s, now}
+				a.ancestors[p] = observed{stat: s, at: now}
 				a.ancMu.Unlock()
 			}
 		}
@@ -1160,10 +1196,50 @@ func (a *Agent) ancestry(ctx context.Context, cg host.Cgroup) ([]memcg.Stat, []m
 	return chain, knobs, nil
 }
 
-// observed is an ancestor's reading and when it was taken.
+// StaleAncestor is the oldest an ancestor's reading may be and still be
+// used by a step, while a newer one is read off the step (ancestry).
+const StaleAncestor = time.Second
+
+// observed is an ancestor's reading and when it was taken; refreshing
+// says a read of it is in flight off the steps.
 type observed struct {
-	stat memcg.Stat
-	at   time.Time
+	stat       memcg.Stat
+	at         time.Time
+	refreshing bool
+}
+
+// refreshAncestor reads p again on a goroutine of its own, unless a read
+// is in flight already, and keeps the reading for the next steps.
+func (a *Agent) refreshAncestor(ctx context.Context, p host.Cgroup) {
+	a.ancMu.Lock()
+	o, ok := a.ancestors[p]
+	if !ok || o.refreshing || ctx.Err() != nil {
+		a.ancMu.Unlock()
+		return
+	}
+	o.refreshing = true
+	a.ancestors[p] = o
+	a.ancMu.Unlock()
+	a.running.Add(1) // the calling worker is counted: Run's Wait has not returned
+	go func() {
+		defer a.running.Done()
+		at := a.opts.Host.Now()
+		end := a.calls.begin(p, "observe")
+		s, err := a.opts.Host.Observe(ctx, p)
+		end()
+		a.ancMu.Lock()
+		defer a.ancMu.Unlock()
+		cur, ok := a.ancestors[p]
+		switch {
+		case !ok:
+			// Swept or forgotten meanwhile: the next step reads it.
+		case err != nil:
+			cur.refreshing = false
+			a.ancestors[p] = cur
+		default:
+			a.ancestors[p] = observed{stat: s, at: at}
+		}
+	}()
 }
 
 // sweepAncestors drops the ancestor readings too old to be reused.
@@ -1171,21 +1247,24 @@ func (a *Agent) sweepAncestors(now time.Time) {
 	a.ancMu.Lock()
 	defer a.ancMu.Unlock()
 	for p, o := range a.ancestors {
-		if now.Sub(o.at) >= a.opts.ActiveInterval {
+		if now.Sub(o.at) >= StaleAncestor {
 			delete(a.ancestors, p)
 		}
 	}
 }
 
-func (a *Agent) cachedAncestor(p host.Cgroup, now time.Time) (memcg.Stat, bool) {
+// cachedAncestor returns p's last reading, if it is younger than
+// StaleAncestor, and its age.
+func (a *Agent) cachedAncestor(p host.Cgroup, now time.Time) (memcg.Stat, time.Duration, bool) {
 	a.ancMu.Lock()
 	defer a.ancMu.Unlock()
 	o, ok := a.ancestors[p]
-	if !ok || now.Sub(o.at) >= a.opts.ActiveInterval {
+	age := now.Sub(o.at)
+	if !ok || age >= StaleAncestor {
 		delete(a.ancestors, p)
-		return memcg.Stat{}, false
+		return memcg.Stat{}, 0, false
 	}
-	return o.stat, true
+	return o.stat, age, true
 }
 
 // Ancestors returns cg's path and its ancestors', root first.

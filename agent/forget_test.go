@@ -185,3 +185,21 @@ func TestAgentCountsRefusedFlushesApart(t *testing.T) {
 		})
 	}
 }
+
+// A cgroup the host keeps finding nothing to flush for (an anon-heavy
+// tenant with no open file) is not asked about again at every step: each
+// request lists its files in /proc. The requests back off from 1 s,
+// doubling; a cgroup that keeps wanting a flush for 3 s is asked at most
+// 3 times (at 0, 1 s, 3 s), against one per 50 ms step without the
+// backoff.
+func TestAgentBacksOffFlushesWithNothingToFlush(t *testing.T) {
+	wantsFlush := memcg.Stat{Limit: 500 * mib, Usage: 500*mib - 1*mib, File: 2 * mib, Dirty: 128 << 10, Anon: 500*mib - 3*mib}
+	h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": wantsFlush})
+	h.flushErr = host.ErrNothingToFlush
+	_, stop := startAgent(t, Options{Host: h, Config: config.Default()})
+	time.Sleep(3 * time.Second)
+	stop()
+	if n := h.count(h.flushes, "/a"); n == 0 || n > 3 {
+		t.Errorf("%d flushes asked in 3 s with nothing to flush each time, want 1 to 3", n)
+	}
+}

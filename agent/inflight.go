@@ -15,7 +15,15 @@ type inflight struct {
 	mu    sync.Mutex // guards next and calls; a leaf: nothing else is locked under it
 	next  uint64
 	calls map[uint64]call
+	// slow, if set, is told of every call that took SlowCall or longer,
+	// after it returns: read-only after New.
+	slow func(c call, took time.Duration)
 }
+
+// SlowCall is how long a host call may take before the agent logs it (at
+// debug level): a step's calls are due within the throttle's millisecond,
+// and one that holds a worker for tens of ms lets a writer run unseen.
+const SlowCall = 5 * time.Millisecond
 
 // call is one host call in progress.
 type call struct {
@@ -34,11 +42,15 @@ func (f *inflight) begin(cg host.Cgroup, what string) func() {
 	}
 	id := f.next
 	f.next++
-	f.calls[id] = call{cg: cg, what: what, since: time.Now()}
+	c := call{cg: cg, what: what, since: time.Now()}
+	f.calls[id] = c
 	return func() {
 		f.mu.Lock()
 		delete(f.calls, id)
 		f.mu.Unlock()
+		if took := time.Since(c.since); f.slow != nil && took >= SlowCall {
+			f.slow(c, took)
+		}
 	}
 }
 

@@ -78,7 +78,9 @@ func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (
 	switch d.Throttle {
 	case policy.ThrottleFreeze:
 		if t.episode == nil {
+			end := a.calls.begin(st.cg, "freeze")
 			f, err := fz.Freeze(ctx, st.cg)
+			end()
 			if err != nil {
 				if errors.Is(err, errors.ErrUnsupported) {
 					return c, err.Error()
@@ -102,7 +104,10 @@ func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (
 		// cgroup since (MaxPause) has asked for a step, which decides.
 	case policy.ThrottleThaw:
 		if t.frozen {
-			if err := t.episode.Thaw(); err != nil {
+			end := a.calls.begin(st.cg, "thaw")
+			err := t.episode.Thaw()
+			end()
+			if err != nil {
 				fail("thaw", err)
 			}
 			t.frozen = false
@@ -133,7 +138,10 @@ func (a *Agent) carry(ctx context.Context, st *cgroupState, d policy.Decision) (
 // Caller holds st.thr.mu.
 func (a *Agent) refreeze(st *cgroupState, c *state.Counters) {
 	t := &st.thr
-	if err := t.episode.Refreeze(); err != nil {
+	end := a.calls.begin(st.cg, "refreeze")
+	err := t.episode.Refreeze()
+	end()
+	if err != nil {
 		if !errors.Is(err, host.ErrVanished) {
 			c.Errors++
 			a.log.Warn("refreeze", "cgroup", st.cg, "err", err)

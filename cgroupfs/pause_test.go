@@ -71,8 +71,16 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 	// slack is Pause's own time on top of the pause: the journal record's
 	// fsync before the freeze, and the freeze taking hold. Up to 20 ms on
 	// the development machine; 120 ms under qemu's emulated CPUs, and up to
-	// 175 ms there when other VMs share the host's two cores.
-	const slack = 300 * time.Millisecond
+	// 175 ms there when other VMs share the host's two cores, 332 ms once
+	// on a loaded host (the fsync waits on the VM's throttled disk, and the
+	// vCPUs stall for 100-400 ms at a time: see reportBound). The bound is
+	// on the speed of the disk and the emulator, so it scales in the VM;
+	// that the busy task is stopped for the pause, and thawed after it, is
+	// checked below on its own.
+	slack := 300 * time.Millisecond
+	if os.Getenv("MEMCGD_VM") == "1" {
+		slack *= 3
+	}
 	tests := []struct {
 		d, timeout time.Duration
 		// wall is how long Pause should take, less slack; stopped how long
@@ -86,26 +94,51 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 		// the task stops is not known; that it thaws is.
 		{d: 150 * time.Millisecond, timeout: 40 * time.Millisecond, wall: 40 * time.Millisecond},
 	}
+	const runAgain, runWithin = 10 * time.Millisecond, 2 * time.Second
 	for _, fz := range freezers(l) {
 		for _, tt := range tests {
 			t.Run(fz.name+"/"+tt.d.String()+"/timeout="+tt.timeout.String(), func(t *testing.T) {
 				c := cgrouptest.New(t, l, 0)
 				pid := c.Start(t, "sh", "-c", "while :; do :; done").Process.Pid
 				j := journal(t, l)
-				ran0, start := runtime(t, pid), time.Now()
-				ctx := context.Background()
-				if tt.timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
-					defer cancel()
+				// A loaded machine may stall Pause's own work (the fsync,
+				// the freeze taking hold) past the slack once: an attempt
+				// over the bound is made again, up to attempts in all;
+				// every other check is of the last attempt.
+				const attempts = 3
+				var (
+					err              error
+					wall, ran, after time.Duration
+					thawedAt         time.Time
+				)
+				for attempt := 1; ; attempt++ {
+					ran0, start := runtime(t, pid), time.Now()
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if tt.timeout > 0 {
+						ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					}
+					err = cgroupfs.Pause(ctx, fz.layout, c.Path, tt.d, j)
+					cancel()
+					wall, ran = time.Since(start), runtime(t, pid)-ran0
+					// After the thaw the task must run again: 10 ms of CPU
+					// time, which a loaded machine may take longer than
+					// 100 ms to give it (once 7 ms in 100 ms at a load of 7
+					// on two cores); a task left frozen never gets it.
+					thawedAt = time.Now()
+					time.Sleep(100 * time.Millisecond)
+					after = runtime(t, pid) - ran0 - ran
+					for after < runAgain && time.Since(thawedAt) < runWithin {
+						time.Sleep(10 * time.Millisecond)
+						after = runtime(t, pid) - ran0 - ran
+					}
+					t.Logf("%s: Pause(%v) took %v; the busy task ran %v of it (stopped %v) and %v in the %v after",
+						fz.name, tt.d, wall.Round(100*time.Microsecond), ran.Round(100*time.Microsecond),
+						(wall - ran).Round(100*time.Microsecond), after.Round(time.Millisecond), time.Since(thawedAt).Round(time.Millisecond))
+					if wall <= tt.wall+slack || attempt == attempts {
+						break
+					}
+					t.Logf("attempt %d of %d: Pause took %v, over %v: again", attempt, attempts, wall, tt.wall+slack)
 				}
-				err := cgroupfs.Pause(ctx, fz.layout, c.Path, tt.d, j)
-				wall, ran := time.Since(start), runtime(t, pid)-ran0
-				time.Sleep(100 * time.Millisecond)
-				after := runtime(t, pid) - ran0 - ran
-				t.Logf("%s: Pause(%v) took %v; the busy task ran %v of it (stopped %v) and %v of the 100 ms after",
-					fz.name, tt.d, wall.Round(100*time.Microsecond), ran.Round(100*time.Microsecond),
-					(wall - ran).Round(100*time.Microsecond), after.Round(time.Millisecond))
 
 				if tt.timeout > 0 {
 					if !errors.Is(err, context.DeadlineExceeded) {
@@ -124,8 +157,8 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 					t.Errorf("cgroup still frozen after Pause")
 				}
 				// Other load on the machine may slow it, but it must run.
-				if after < 10*time.Millisecond {
-					t.Errorf("busy task ran %v in the 100 ms after Pause, want at least 10 ms", after)
+				if after < runAgain {
+					t.Errorf("busy task ran %v in the %v after Pause, want at least %v", after, runWithin, runAgain)
 				}
 				if p := j.Pending(); len(p) != 0 {
 					t.Errorf("journal after Pause holds %v, want nothing pending", p)

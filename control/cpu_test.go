@@ -1,18 +1,17 @@
 package control
 
 import (
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memcgd/memcgd/internal/cputime"
 )
 
-// cpuTime is the CPU time this process has used, user and system: on a
-// shared, loaded machine a benchmark's wall time per op measures the load
-// as much as the code, its CPU time much less so.
+// cpuTime is the CPU time this process has used (internal/cputime).
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Self()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

@@ -233,18 +233,3 @@ func (c *Controller) endEpisode(now time.Time, d *Decision) {
 	}
 	c.throttle.episode = false
 }
-
-// frozenLook is when to look again at a frozen cgroup: halfway to the
-// drain's expected end at the estimated bandwidth, so that looks close in
-// on it and the last is at MinLook resolution; every MinLook until a
-// drain has measured the device (INIT_BW may be far off); never past the
-// end of MaxPause.
-func (c *Controller) frozenLook(in Input, dirty uint64) time.Duration {
-	if !c.bw.drainMeasured {
-		return MinLook
-	}
-	left := MaxPause - in.Now.Sub(c.throttle.frozenAt)
-	excess := sat(dirty, c.thawLevel(in))
-	half := time.Duration(float64(excess) / c.bw.avg / 2 * float64(time.Second))
-	return max(min(half, left), MinLook)
-}

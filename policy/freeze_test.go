@@ -131,15 +131,16 @@ func TestClosedLoopThrottle(t *testing.T) {
 			},
 		},
 		{
-			name: "RunFor: a thawed writer runs as long as it takes to dirty its way back to the limit (1000 MiB/s in, 200 out: 4 MiB in 5 ms); the driver refreezes it then, and the step finds it frozen and looks halfway to the drain's expected end",
+			name: "RunFor: a thawed writer runs as long as it takes to dirty its way back to the limit (1000 MiB/s in, 200 out: 4 MiB in 5 ms); the driver refreezes it then, and the step finds it frozen and looks again after MinLook (a device drains in bursts)",
 			steps: []throttleStep{
 				{at: 0, dirty: 10 * mib, freezer: H, nextLook: -1},
 				{at: 4 * ms, dirty: 16 * mib, dirtied: 4 * mib, freezer: H, runFor: -1, throttle: ThrottleFreeze, holdFor: MaxPause, episode: true, nextLook: MinLook},
 				{at: 24 * ms, dirty: 12 * mib, dirtied: 4 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 20 * ms, nextLook: -1, runFor: 5 * ms, bw: 200 * mib},
-				// 4 MiB over freerun at 200 MiB/s: 20 ms to go, look in 10
-				// held no longer than the 20 ms drain, then 5 ms of run again
-				{at: 29 * ms, dirty: 16 * mib, dirtied: 9 * mib, freezer: H, runFor: 5 * ms, throttle: ThrottleHold, holdFor: 20 * ms, episode: true, nextLook: 10 * ms},
-				// 0.2 MiB to go: 1 ms, half of it is below MinLook
+				// 4 MiB over freerun at 200 MiB/s: held no longer than the
+				// 20 ms drain, then 5 ms of run again; looked at every
+				// MinLook meanwhile, since the drain may come at once
+				{at: 29 * ms, dirty: 16 * mib, dirtied: 9 * mib, freezer: H, runFor: 5 * ms, throttle: ThrottleHold, holdFor: 20 * ms, episode: true, nextLook: MinLook},
+				// 0.2 MiB to go: 1 ms
 				{at: 48 * ms, dirty: 12*mib + 200*1024, dirtied: 9 * mib, freezer: H, runFor: -1, throttle: ThrottleHold, holdFor: MinLook, episode: true, nextLook: MinLook},
 				// the drain counts from the driver's refreeze
 				{at: 49 * ms, dirty: 12 * mib, dirtied: 9 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 20 * ms, nextLook: -1, runFor: 5 * ms, bw: 200 * mib},

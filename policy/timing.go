@@ -70,7 +70,16 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	}
 	bg := in.Dirty.Background
 	if c.throttle.frozen {
-		need(c.frozenLook(in, dirty))
+		// Every MinLook, not at the drain's expected end at the
+		// estimated bandwidth: a device writes back in bursts. On the
+		// v1 host a frozen writer's 51 MiB of writeback completed within
+		// 5 ms after tens of ms of nothing, and a look sized from the
+		// 525 MB/s estimate (half the expected drain, 37 ms) came 14 ms
+		// after the cgroup had drained to nothing, the device idle
+		// throughout (docs/closedloop.md). A freeze is when the writer
+		// certainly waits on the daemon: a step per millisecond is
+		// what that costs.
+		need(MinLook)
 		d.Active = true
 	}
 	if !d.Idle() || dirty > 0 && dirty >= bg || c.throttle.episode {

@@ -1,17 +1,11 @@
 package format
 
 import (
-	"strings"
 	"testing"
 )
 
 func TestParseCgroupEvents(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    CgroupEvents
-		wantErr string
-	}{{
+	tests := []parseCase[CgroupEvents]{{
 		name: "Debian 6.1: a populated cgroup, thawed",
 		in:   fixture(t, "v2/cgroup.events"),
 		want: CgroupEvents{Populated: 1, HasFrozen: true},
@@ -28,24 +22,7 @@ func TestParseCgroupEvents(t *testing.T) {
 		in:      []byte("populated 1\nfrozen yes\n"),
 		wantErr: `cgroup.events line 2 "frozen yes"`,
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := CgroupEvents{Frozen: 7}
-			err := ParseCgroupEvents(tt.in, &e)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e != tt.want {
-				t.Errorf("got %+v, want %+v", e, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, CgroupEvents{Frozen: 7}, ParseCgroupEvents)
 }
 
 func FuzzParseCgroupEvents(f *testing.F) {

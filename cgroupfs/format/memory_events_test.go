@@ -1,7 +1,6 @@
 package format
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -11,12 +10,7 @@ func eventFields(e *MemoryEvents) map[string]*uint64 {
 }
 
 func TestParseMemoryEvents(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    MemoryEvents
-		wantErr string
-	}{{
+	tests := []parseCase[MemoryEvents]{{
 		name: "Debian 6.1: a writer through a 64M limit hit max 314 times",
 		in:   fixture(t, "v2/memory.events"),
 		want: MemoryEvents{Max: 314},
@@ -33,24 +27,7 @@ func TestParseMemoryEvents(t *testing.T) {
 		in:      []byte("low 0\nmax many\n"),
 		wantErr: `memory.events line 2 "max many"`,
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := MemoryEvents{OOM: 99}
-			err := ParseMemoryEvents(tt.in, &e)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e != tt.want {
-				t.Errorf("got %+v, want %+v", e, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, MemoryEvents{OOM: 99}, ParseMemoryEvents)
 }
 
 func TestParseMemoryEventsAllocatesNothing(t *testing.T) {

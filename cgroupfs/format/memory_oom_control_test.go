@@ -1,17 +1,11 @@
 package format
 
 import (
-	"strings"
 	"testing"
 )
 
 func TestParseMemoryOOMControl(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    MemoryOOMControl
-		wantErr string
-	}{{
+	tests := []parseCase[MemoryOOMControl]{{
 		name: "6.18: a cgroup never in OOM",
 		in:   fixture(t, "v1/memory.oom_control"),
 		want: MemoryOOMControl{HasOOMKill: true},
@@ -28,24 +22,7 @@ func TestParseMemoryOOMControl(t *testing.T) {
 		in:      []byte("oom_kill_disable 0\nunder_oom -1\n"),
 		wantErr: `memory.oom_control line 2 "under_oom -1"`,
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := MemoryOOMControl{UnderOOM: 9}
-			err := ParseMemoryOOMControl(tt.in, &c)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c != tt.want {
-				t.Errorf("got %+v, want %+v", c, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, MemoryOOMControl{UnderOOM: 9}, ParseMemoryOOMControl)
 }
 
 func FuzzParseMemoryOOMControl(f *testing.F) {

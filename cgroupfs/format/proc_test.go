@@ -50,12 +50,7 @@ func refColonKeyed(b []byte, known map[string]bool, base int, suffix string, lax
 }
 
 func TestParseFDInfo(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    FDInfo
-		wantErr string
-	}{{
+	tests := []parseCase[FDInfo]{{
 		name: "6.18: a file open O_WRONLY|O_APPEND|O_CLOEXEC|O_LARGEFILE on ext4",
 		in:   fixture(t, "proc/fdinfo.wronly"),
 		want: FDInfo{Pos: 1 << 20, Flags: 02102001, MntID: 27, Ino: 794626, HasIno: true},
@@ -80,33 +75,11 @@ func TestParseFDInfo(t *testing.T) {
 		in:      []byte("pos:\t0\nflags:\t0100000\n"),
 		wantErr: "want pos, flags and mnt_id lines",
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fi := FDInfo{MntID: 99}
-			err := ParseFDInfo(tt.in, &fi)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fi != tt.want {
-				t.Errorf("got %+v, want %+v", fi, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, FDInfo{MntID: 99}, ParseFDInfo)
 }
 
 func TestParseTaskIO(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    TaskIO
-		wantErr string
-	}{{
+	tests := []parseCase[TaskIO]{{
 		name: "6.18: a process that wrote 1 MiB and truncated a page",
 		in:   fixture(t, "proc/io"),
 		want: TaskIO{RChar: 1702379, WChar: 1065982, SyscR: 1230, SyscW: 34, ReadBytes: 241664,
@@ -120,33 +93,11 @@ func TestParseTaskIO(t *testing.T) {
 		in:      []byte("rchar: 1\nwrite_bytes: -1\n"),
 		wantErr: `io line 2 "write_bytes: -1"`,
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			io := TaskIO{RChar: 99}
-			err := ParseTaskIO(tt.in, &io)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if io != tt.want {
-				t.Errorf("got %+v, want %+v", io, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, TaskIO{RChar: 99}, ParseTaskIO)
 }
 
 func TestParseMemInfo(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    MemInfo
-		wantErr string
-	}{{
+	tests := []parseCase[MemInfo]{{
 		name: "6.18, 24 GiB host",
 		in:   fixture(t, "proc/meminfo"),
 		want: MemInfo{Total: 24684092 << 10, Free: 24006248 << 10, Available: 24329972 << 10},
@@ -163,24 +114,7 @@ func TestParseMemInfo(t *testing.T) {
 		in:      []byte("MemTotal:       18014398509481984 kB\nMemFree: 1 kB\n"),
 		wantErr: `meminfo line 1`,
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := MemInfo{Total: 99}
-			err := ParseMemInfo(tt.in, &m)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m != tt.want {
-				t.Errorf("got %+v, want %+v", m, tt.want)
-			}
-		})
-	}
+	runParseCases(t, tests, MemInfo{Total: 99}, ParseMemInfo)
 }
 
 func TestProcParsersAllocateNothing(t *testing.T) {

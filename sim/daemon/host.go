@@ -1,7 +1,8 @@
-// Package daemon runs memcgd's policy against the simulated kernel: Host
-// implements host.Host over a *kernel.Kernel on the simulated clock, and
-// Driver steps policy.Controller for every managed cgroup at the daemon's
-// interval, acting after the daemon's latency, as the agent's loop does.
+// Package daemon runs memcgd against the simulated kernel: Host
+// implements host.Host over a *kernel.Kernel on the simulated clock;
+// Driver and Loop step policy.Controller as models of the agent's loop
+// (every interval; on the policy.Decision contract); Agent runs the real
+// agent (package agent) on the simulated clock, deterministically.
 package daemon
 
 import (

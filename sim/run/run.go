@@ -4,6 +4,7 @@ package run
 
 import (
 	"fmt"
+	"github.com/memcgd/memcgd/config"
 	"math/rand/v2"
 	"path"
 	"slices"
@@ -218,6 +219,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	var (
 		drv     *daemon.Driver
 		loop    *daemon.Loop
+		ag      *daemon.Agent
 		managed []daemon.Managed
 	)
 	if v.Memcgd != nil {
@@ -234,7 +236,18 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			managed = append(managed, daemon.Managed{Chain: chain, Knobs: kn})
 		}
 		h := daemon.NewHost(k)
-		if v.Memcgd.Driver == scenario.DriverDecision {
+		switch v.Memcgd.Driver {
+		case scenario.DriverAgent:
+			cfg, err := agentConfig(sc, v, knobsFor)
+			if err != nil {
+				return nil, err
+			}
+			ag = &daemon.Agent{H: h, Config: cfg, ActiveInterval: v.Memcgd.Interval, Latency: v.Memcgd.Latency,
+				Tracker: v.Memcgd.Tracker}
+			if err := ag.Start(k); err != nil {
+				return nil, err
+			}
+		case scenario.DriverDecision:
 			fr := policy.FreezerTimed
 			if v.Memcgd.Freezer == scenario.FreezerHeld {
 				fr = policy.FreezerHeld
@@ -242,7 +255,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			loop = &daemon.Loop{H: h, ActiveInterval: v.Memcgd.Interval, Reaction: v.Memcgd.Latency,
 				Tracker: v.Memcgd.Tracker, Freezer: fr, Managed: managed}
 			loop.Start(k)
-		} else {
+		default:
 			drv = &daemon.Driver{H: h, Interval: v.Memcgd.Interval, Latency: v.Memcgd.Latency, Managed: managed}
 			drv.Start(k)
 		}
@@ -260,6 +273,11 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	res.End = k.Run(until)
 	if loop != nil {
 		loop.Stop()
+	}
+	if ag != nil {
+		if err := ag.Stop(); err != nil {
+			return nil, fmt.Errorf("variant %s: the agent: %w", v.Name, err)
+		}
 	}
 	for i, wl := range sc.Workloads {
 		wr := WorkloadResult{Name: wl.Name, Kind: wl.Kind, Cgroup: wl.Cgroup, Start: kernel.Time(wl.Start), Counts: k.Counters(wts[i].cg)}
@@ -298,6 +316,10 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	case drv != nil:
 		res.Daemon = daemonStats(drv.H)
 		res.Daemon.Steps, res.Daemon.Errors = drv.Steps, drv.Errors
+	case ag != nil:
+		res.Daemon = daemonStats(ag.H)
+		res.Daemon.Steps, res.Daemon.Wakeups, res.Daemon.Errors = ag.Steps, ag.Wakeups, ag.Errors()
+		res.Daemon.DriverFreezes, res.Daemon.DriverThaws = ag.DriverFreezes, ag.DriverThaws
 	case loop != nil:
 		res.Daemon = daemonStats(loop.H)
 		res.Daemon.Steps, res.Daemon.Errors = loop.Steps, loop.Errors
@@ -308,6 +330,32 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	res.Events, res.PageOps = k.Events, k.PageOps()
 	res.Wall = time.Since(wall)
 	return res, nil
+}
+
+// agentConfig is the real agent's policy for variant v: the variant's
+// knobs for every cgroup, each scenario cgroup's own on it and on its
+// count children, as knobsFor gives the simulated kernel; limited_only,
+// as the other drivers manage the limited cgroups.
+func agentConfig(sc *scenario.Scenario, v scenario.Variant, knobsFor func(map[string]string) (memcg.Knobs, error)) (*config.Config, error) {
+	def, err := knobsFor(nil)
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+	}
+	cfg := &config.Config{Under: "/", LimitedOnly: true, Defaults: def}
+	for _, c := range sc.Cgroups {
+		if len(c.Knobs) == 0 {
+			continue
+		}
+		p, err := memcg.ParsePatch(c.Knobs)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", c.Path, err)
+		}
+		cfg.Rules = append(cfg.Rules, config.Rule{Match: c.Path, Set: p})
+		if c.Count > 0 {
+			cfg.Rules = append(cfg.Rules, config.Rule{Match: c.Path + "/*", Set: p})
+		}
+	}
+	return cfg, nil
 }
 
 func daemonStats(h *daemon.Host) *DaemonStats {

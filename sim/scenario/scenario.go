@@ -117,9 +117,11 @@ type Variant struct {
 // Memcgd is the daemon's reaction model.
 type Memcgd struct {
 	// Driver is DriverTick (every managed cgroup stepped each Interval,
-	// acting Latency after the observation: the agent before issue 7) or
+	// acting Latency after the observation: the agent before issue 7),
 	// DriverDecision (the policy.Decision contract: steps when NextLook
-	// passes or the watcher reports, Latency after the trigger).
+	// passes or the watcher reports, Latency after the trigger) or
+	// DriverAgent (the real agent, package agent, on the simulated clock:
+	// its watcher's reports arrive Latency after the crossing).
 	Driver string
 	// Interval is the step interval of an active cgroup
 	// (--active-interval); Latency is the delay from the kernel's state
@@ -129,7 +131,8 @@ type Memcgd struct {
 	// Tracker: a dirtied-bytes tracker wakes the driver (DriverDecision).
 	Tracker bool
 	// Freezer is FreezerTimed (open-loop pauses) or FreezerHeld (the
-	// closed loop; DriverDecision only).
+	// closed loop; DriverDecision and DriverAgent, where it is the
+	// default and the only choice).
 	Freezer string
 }
 
@@ -137,6 +140,7 @@ type Memcgd struct {
 const (
 	DriverTick     = "tick"
 	DriverDecision = "decision"
+	DriverAgent    = "agent"
 	FreezerTimed   = "timed"
 	FreezerHeld    = "held"
 )
@@ -594,15 +598,23 @@ func (p *parser) scenario(f *fileT) *Scenario {
 			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004, KernelThrottle2633))
 		}
 		if v.Memcgd != nil {
+			driver := p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision, DriverAgent)
+			freezer := FreezerTimed
+			if driver == DriverAgent {
+				freezer = FreezerHeld // the agent holds freezes where the host can
+			}
 			x.Memcgd = &Memcgd{
 				Interval: p.duration(w+".memcgd.interval", v.Memcgd.Interval, 50*time.Millisecond),
 				Latency:  p.duration(w+".memcgd.latency", v.Memcgd.Latency, time.Millisecond),
-				Driver:   p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision),
+				Driver:   driver,
 				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "false", "true", "false") == "true",
-				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, FreezerTimed, FreezerTimed, FreezerHeld),
+				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, freezer, FreezerTimed, FreezerHeld),
 			}
 			if x.Memcgd.Driver == DriverTick && x.Memcgd.Freezer == FreezerHeld && p.err == nil {
 				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "timed with driver tick (held needs driver decision)")
+			}
+			if x.Memcgd.Driver == DriverAgent && x.Memcgd.Freezer != FreezerHeld && p.err == nil {
+				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "held with driver agent (the agent holds freezes where the host can)")
 			}
 			if x.Memcgd.Driver == DriverTick && x.Memcgd.Tracker && p.err == nil {
 				p.fail(w+".memcgd.tracker", v.Memcgd.Tracker, "false with driver tick (a tracker needs driver decision)")

@@ -140,7 +140,7 @@ func TestAbuse(t *testing.T) {
 			<-d.exited
 		}
 	})
-	trace := traceSyncs(t, d.pid())
+	trace := traceSyncs(t, d)
 
 	// The daemon must keep answering while the tenants run.
 	wantCgroups := append([]host.Cgroup{parent.Path, storm.Path, flip.Path}, odd...)
@@ -180,8 +180,8 @@ func TestAbuse(t *testing.T) {
 			if flipped, err = d.statTimed(flip.Path); err != nil {
 				t.Errorf("after the flips: %v", err)
 			}
-			t.Logf("memcgd stat %s after the flips: writeout_targeted %d, writeout_flush %d, throttle_pauses %d; the test saw up to %d KiB dirty",
-				flip.Path, flipped["writeout_targeted"], flipped["writeout_flush"], flipped["throttle_pauses"], dirtiest>>10)
+			t.Logf("memcgd stat %s after the flips: writeout_targeted %d, writeout_flush %d (%d refused), throttle_pauses %d; the test saw up to %d KiB dirty",
+				flip.Path, flipped["writeout_targeted"], flipped["writeout_flush"], flipped["writeout_flush_refused"], flipped["throttle_pauses"], dirtiest>>10)
 		}
 		if tp.load == "storm" {
 			// Without this the flush count shows nothing: a daemon that
@@ -213,8 +213,9 @@ func TestAbuse(t *testing.T) {
 	t.Logf("load: %v; %d probes of `memcgd get` and /metrics, %d failed", elapsed.Round(time.Millisecond), probes.n, probes.failed)
 	t.Logf("opens of the device or FIFO (%v events): %d %s", watch.Mode(), len(opens), summarizeOpens(opens, d.pid()))
 	t.Logf("%s", flushes.figure)
-	t.Logf("daemon counters over all its cgroups: writeout_targeted %d, writeout_flush %d, throttle_pauses %d, pgoutrun %d, reclaimed_bytes %d",
-		counters["writeout_targeted"], counters["writeout_flush"], counters["throttle_pauses"], counters["pgoutrun"], counters["reclaimed_bytes"])
+	t.Logf("daemon counters over all its cgroups: writeout_targeted %d, writeout_flush %d (%d refused), throttle_pauses %d, pgoutrun %d, reclaimed_bytes %d",
+		counters["writeout_targeted"], counters["writeout_flush"], counters["writeout_flush_refused"], counters["throttle_pauses"],
+		counters["pgoutrun"], counters["reclaimed_bytes"])
 	for _, tp := range tenants {
 		t.Logf("tenant %s: %s", tp.load, tp.exitSummary())
 	}
@@ -223,10 +224,12 @@ func TestAbuse(t *testing.T) {
 		t.Errorf("the open watch broke: %v", werr)
 	}
 	// Without write-outs of the flipping tenant's files the count of
-	// opens shows nothing: the daemon never reopened a slot.
-	if flipped["writeout_targeted"]+flipped["writeout_flush"] == 0 {
-		t.Errorf("memcgd stat %s: no write-out of the flipping tenant's files (writeout_targeted and writeout_flush 0): "+
-			"the fd flips were never put to the daemon", flip.Path)
+	// opens shows nothing: the daemon never reopened a slot. A refused
+	// flush opens nothing.
+	flipFlushes := flushCounters{asked: flipped["writeout_flush"], refused: flipped["writeout_flush_refused"]}.started()
+	if flipped["writeout_targeted"]+flipFlushes == 0 {
+		t.Errorf("memcgd stat %s: no write-out of the flipping tenant's files (writeout_targeted 0, writeout_flush %d, all refused): "+
+			"the fd flips were never put to the daemon", flip.Path, flipped["writeout_flush"])
 	}
 	if len(opens) > 0 {
 		t.Errorf("a tenant made another process open its device or FIFO %d times: %s (the daemon is pid %d)",
@@ -927,22 +930,44 @@ func (d *daemon) waitBounded(timeout time.Duration) (time.Duration, error) {
 }
 
 // syncTrace counts the daemon's full flushes: sync(2) and syncfs(2), with
-// strace attached to all its threads. Without strace it falls back to
-// the daemon's own flush counters, which count flushes it decided on.
+// strace attached to all its threads. Without strace (the test VM) it
+// falls back to the daemon's own counters: the flushes it asked the host
+// for (writeout_flush) less those the host declined, rate-limited or with
+// nothing to flush (writeout_flush_refused), which start no syncfs. That
+// is at least the number of syncfs calls (a flush coalesced into one in
+// progress is counted too), so the bound still catches a Flusher that
+// lets a tenant drive full flushes faster than its rate.
 type syncTrace struct {
 	cmd    *exec.Cmd
 	out    string
 	stderr bytes.Buffer
 	began  time.Time
+	// base is the daemon's own count when the count began, without strace.
+	base flushCounters
 }
 
-// traceSyncs starts counting the flushes of the daemon at pid.
-func traceSyncs(t *testing.T, pid int) *syncTrace {
+// flushCounters are the daemon's own flush counters over all its cgroups.
+type flushCounters struct{ asked, refused uint64 }
+
+// daemonFlushes reads d's flush counters.
+func daemonFlushes(t *testing.T, d *daemon) flushCounters {
 	t.Helper()
+	c := d.countersAll(t)
+	return flushCounters{asked: c["writeout_flush"], refused: c["writeout_flush_refused"]}
+}
+
+// started is how many of the flushes asked for were not refused.
+func (c flushCounters) started() uint64 { return c.asked - min(c.refused, c.asked) }
+
+// traceSyncs starts counting the flushes of the daemon d.
+func traceSyncs(t *testing.T, d *daemon) *syncTrace {
+	t.Helper()
+	pid := d.pid()
 	tr := &syncTrace{began: time.Now()}
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		t.Logf("no strace (%v): full flushes are counted by the daemon's own writeout_flush", err)
+		t.Logf("no strace (%v): full flushes are counted by the daemon's own writeout_flush less writeout_flush_refused", err)
+		tr.base = daemonFlushes(t, d)
 		return tr
 	}
 	tr.out = filepath.Join(t.TempDir(), "strace.out")
@@ -1007,9 +1032,11 @@ func (tr *syncTrace) stop(t *testing.T, d *daemon) flushCount {
 	t.Helper()
 	c := flushCount{span: time.Since(tr.began)}
 	if tr.cmd == nil {
-		c.total = int(d.countersAll(t)["writeout_flush"])
-		c.figure = fmt.Sprintf("full flushes by the daemon's own count (writeout_flush): %d in %v, %.1f a second",
-			c.total, c.span.Round(time.Millisecond), float64(c.total)/c.span.Seconds())
+		now := daemonFlushes(t, d)
+		asked, refused := now.asked-tr.base.asked, now.refused-tr.base.refused
+		c.total = int(now.started()) - int(tr.base.started())
+		c.figure = fmt.Sprintf("full flushes by the daemon's own count (writeout_flush %d less writeout_flush_refused %d): %d in %v, %.1f a second",
+			asked, refused, c.total, c.span.Round(time.Millisecond), float64(c.total)/c.span.Seconds())
 		return c
 	}
 	// SIGINT detaches strace from the daemon, and ends it.

@@ -20,7 +20,9 @@ import (
 
 // readyTimeout bounds how long a started daemon may take to answer on
 // its control socket: it recovers its journal and lists the managed
-// subtree first.
+// subtree first (and loads the eBPF dirty tracker). Scaled by slow(): in
+// the VM on a loaded host a restart once took 11 s from "memcgd stopped"
+// to "memcgd running".
 const readyTimeout = 10 * time.Second
 
 // daemon is a `memcgd run` process and the files it works with, all in
@@ -147,7 +149,7 @@ const joinScript = `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit
 // ready waits for the launched daemon to answer on its control socket.
 func (d *daemon) ready() {
 	d.t.Helper()
-	deadline := time.Now().Add(readyTimeout)
+	deadline := time.Now().Add(readyTimeout * slow())
 	for {
 		if c, err := control.Dial(d.socket); err == nil {
 			c.Close()
@@ -157,7 +159,7 @@ func (d *daemon) ready() {
 			d.t.Fatalf("memcgd run exited before answering on %s: %v; log:\n%s", d.socket, d.err, tail(d.logText(), 30))
 		}
 		if time.Now().After(deadline) {
-			d.t.Fatalf("memcgd run: no answer on %s after %v; log:\n%s", d.socket, readyTimeout, tail(d.logText(), 30))
+			d.t.Fatalf("memcgd run: no answer on %s after %v; log:\n%s", d.socket, readyTimeout*slow(), tail(d.logText(), 30))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -42,10 +42,18 @@ func TestDaemonNeverFreezesItself(t *testing.T) {
 	d.start()
 
 	// Watch both freezers that hold the daemon, as fast as they can be
-	// read, until the sibling has been throttled a few times.
-	const pauses = 3
+	// read, until the sibling has been throttled a few times. The
+	// closed-loop throttle counts a pause when it thaws (agent/throttle.go),
+	// and holds a freeze while the dirty pages drain: on the VM's
+	// throttled disk and emulated CPUs a pause can take most of a second,
+	// and the writer long to dirty past the freerun ceiling again (once 1
+	// pause in 20 s). So the watch ends at within only once there was a
+	// pause, else goes on up to twice within; one pause is the least that
+	// shows the writer, beside the daemon's cgroup, throttled.
+	const pauses, least = 3, 1
 	var frozenSeen []string
-	var reads int
+	var reads, otherFrozen int // otherFrozen: the sibling's freezes the watch saw begin
+	wasFrozen := false
 	start := time.Now()
 	for asked := start; ; {
 		for _, c := range []*cgrouptest.Cgroup{home, parent} {
@@ -53,6 +61,11 @@ func TestDaemonNeverFreezesItself(t *testing.T) {
 				frozenSeen = append(frozenSeen, fmt.Sprintf("%v: %v", time.Since(start).Round(time.Millisecond), f))
 			}
 		}
+		isFrozen := len(frozen(t, l, other)) > 0
+		if isFrozen && !wasFrozen {
+			otherFrozen++
+		}
+		wasFrozen = isFrozen
 		reads++
 		if time.Since(asked) >= 200*time.Millisecond {
 			asked = time.Now()
@@ -60,17 +73,21 @@ func TestDaemonNeverFreezesItself(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the daemon no longer answers: %v; its cgroups were frozen: %v", err, frozenSeen)
 			}
-			if st["throttle_pauses"] >= pauses || time.Since(start) > within {
+			n, took := st["throttle_pauses"], time.Since(start)
+			if n >= pauses || n >= least && took > within || took > 2*within {
 				break
 			}
 		}
 		time.Sleep(time.Millisecond)
 	}
+	watched := time.Since(start).Round(time.Millisecond)
 	if len(frozenSeen) > 0 {
-		t.Errorf("the cgroups holding the daemon were frozen (%d reads over %v): %v", reads, time.Since(start).Round(time.Millisecond), frozenSeen)
+		t.Errorf("the cgroups holding the daemon were frozen (%d reads over %v): %v", reads, watched, frozenSeen)
 	}
-	if n := d.stat(other.Path)["throttle_pauses"]; n < pauses {
-		t.Errorf("memcgd stat %s: throttle_pauses %d within %v, want at least %d: the writer beside the daemon's cgroup is not throttled, so the test shows nothing", other.Path, n, within, pauses)
+	n := d.stat(other.Path)["throttle_pauses"]
+	t.Logf("memcgd stat %s: throttle_pauses %d over %v; the watch saw it frozen %d times in %d reads", other.Path, n, watched, otherFrozen, reads)
+	if n < least {
+		t.Errorf("memcgd stat %s: throttle_pauses %d within %v, want at least %d: the writer beside the daemon's cgroup is not throttled, so the test shows nothing", other.Path, n, 2*within, least)
 	}
 	if n := d.stat(home.Path)["throttle_pauses"]; n != 0 {
 		t.Errorf("memcgd stat %s: throttle_pauses %d, want 0 in the daemon's own cgroup", home.Path, n)

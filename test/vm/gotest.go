@@ -96,7 +96,11 @@ func BuildTests(ctx context.Context, moduleDir string, patterns []string, outDir
 }
 
 // DefaultTestTimeout bounds each test binary inside the VM (-test.timeout).
-const DefaultTestTimeout = 6 * time.Minute
+// test/daemon, the longest, ran 3 to 4 minutes in the VM on a quiet host,
+// and 9.5 to past 10 minutes in the v1 VM at a host load of 9 to 10 (its
+// crash test alone 147-187 s, the unpaced writer 200-240 s): the bound is
+// on the emulator's speed, and DefaultTimeout bounds the whole VM.
+const DefaultTestTimeout = 15 * time.Minute
 
 // TestJobs builds the test binaries of patterns into outDir (BuildTests) and
 // returns a TestJob for each.

@@ -152,6 +152,11 @@ func TestTempDirOnDisk(t *testing.T) {
 // VM's disk writes no faster than qemu's limit MEMCGD_VM_WRITE_BPS (with a
 // quarter of slack for qemu's token bucket), and slower than a writer fills
 // the page cache, so dirty pages build up faster than they are written back.
+//
+// How fast the page cache fills is the emulated CPU's speed, which the
+// host's other load takes from (once 52.8 MB/s against the disk's 54.1 on a
+// loaded host): a round whose writer was that slow is measured again, up
+// to fillRounds in all. The disk's limit is checked in every round.
 func TestDiskSlowerThanMemory(t *testing.T) {
 	inVM(t)
 	limit, err := strconv.ParseFloat(os.Getenv("MEMCGD_VM_WRITE_BPS"), 64)
@@ -161,9 +166,32 @@ func TestDiskSlowerThanMemory(t *testing.T) {
 	if limit == 0 {
 		t.Skip("the VM's disk is not throttled (MEMCGD_VM_WRITE_BPS=0)")
 	}
-	// Below the VM's dirty background threshold (10% of about 900 MB), so
-	// no writeback starts before the fsync and the two phases are apart.
-	const size = 48 << 20
+	const fillRounds = 3
+	var memRate, diskRate float64
+	for round := 1; round <= fillRounds; round++ {
+		memRate, diskRate = fillAndSync(t)
+		t.Logf("round %d: %d MiB: page cache filled at %.1f MB/s, written back at %.1f MB/s, limit %.1f MB/s",
+			round, fillSize>>20, memRate/1e6, diskRate/1e6, limit/1e6)
+		if diskRate > 1.25*limit {
+			t.Errorf("round %d: disk wrote back at %.1f MB/s, want at most 1.25 x the limit %.1f MB/s", round, diskRate/1e6, limit/1e6)
+		}
+		if diskRate < memRate {
+			return
+		}
+	}
+	t.Errorf("disk wrote back at %.1f MB/s, page cache filled at %.1f MB/s in the last of %d rounds: want the disk slower",
+		diskRate/1e6, memRate/1e6, fillRounds)
+}
+
+// fillSize is below the VM's dirty background threshold (10% of about
+// 900 MB), so no writeback starts before the fsync and the two phases are
+// apart.
+const fillSize = 48 << 20
+
+// fillAndSync writes fillSize bytes to a new file, then fsyncs it, and
+// returns the rates of both phases in bytes a second.
+func fillAndSync(t *testing.T) (memRate, diskRate float64) {
+	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "data"))
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +199,7 @@ func TestDiskSlowerThanMemory(t *testing.T) {
 	defer f.Close()
 	buf := make([]byte, 1<<20)
 	start := time.Now()
-	for written := 0; written < size; written += len(buf) {
+	for written := 0; written < fillSize; written += len(buf) {
 		if _, err := f.Write(buf); err != nil {
 			t.Fatalf("write: %v", err)
 		}
@@ -180,16 +208,7 @@ func TestDiskSlowerThanMemory(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatalf("fsync: %v", err)
 	}
-	memRate := size / dirtied.Sub(start).Seconds()
-	diskRate := size / time.Since(dirtied).Seconds()
-	t.Logf("%d MiB: page cache filled at %.1f MB/s, written back at %.1f MB/s, limit %.1f MB/s",
-		size>>20, memRate/1e6, diskRate/1e6, limit/1e6)
-	if diskRate > 1.25*limit {
-		t.Errorf("disk wrote back at %.1f MB/s, want at most 1.25 x the limit %.1f MB/s", diskRate/1e6, limit/1e6)
-	}
-	if diskRate >= memRate {
-		t.Errorf("disk wrote back at %.1f MB/s, page cache filled at %.1f MB/s: want the disk slower", diskRate/1e6, memRate/1e6)
-	}
+	return fillSize / dirtied.Sub(start).Seconds(), fillSize / time.Since(dirtied).Seconds()
 }
 
 // TestLoopbackUp checks that a test can serve and scrape HTTP on

@@ -110,7 +110,14 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.original, uerr))
 		}
 	}
-	got, err = reclaimedSince(usage, before, err)
+	if asked == 0 && err == nil && (busy || refused != nil) {
+		// No step was taken: whatever usage did meanwhile (a charging
+		// task at the limit makes the kernel reclaim on its own) is not
+		// the squeeze's.
+		got = 0
+	} else {
+		got, err = reclaimedSince(usage, before, err)
+	}
 	if err == nil && got == 0 {
 		switch {
 		case busy:

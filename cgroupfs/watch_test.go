@@ -18,6 +18,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/cputime"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -165,14 +166,14 @@ func reportWithin(l cgroupfs.Layout, poll time.Duration) time.Duration {
 	return time.Second
 }
 
-// cpuTime is the CPU time the test process has used.
+// cpuTime is the CPU time the test process has used (internal/cputime).
 func cpuTime(t testing.TB) time.Duration {
 	t.Helper()
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Self()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // openFiles counts the test process's open file descriptors.

@@ -18,25 +18,8 @@ import (
 
 const mib = 1 << 20
 
-// diskDir returns a temporary directory on a disk filesystem: the page
-// cache of tmpfs is shared memory, never dirty in memory.stat and never
-// written out, so the actuators have nothing to act on there.
-func diskDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		msg := "test needs page cache on a disk filesystem; " + dir + " is on tmpfs (set TMPDIR to a disk)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
+// diskDir is cgrouptest.DiskDir.
+func diskDir(t *testing.T) string { return cgrouptest.DiskDir(t) }
 
 // dirty reads the cgroup's dirty page cache from memory.stat.
 func dirty(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {

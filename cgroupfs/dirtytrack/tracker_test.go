@@ -42,23 +42,8 @@ func load(t *testing.T) *dirtytrack.Tracker {
 	return tr
 }
 
-// diskDir returns a test directory on a filesystem with writeback.
-func diskDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		msg := "test needs page cache on a disk filesystem; " + dir + " is on tmpfs (set TMPDIR to a disk)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
+// diskDir is cgrouptest.DiskDir.
+func diskDir(t *testing.T) string { return cgrouptest.DiskDir(t) }
 
 // stat reads a key of the cgroup's memory.stat.
 func stat(t *testing.T, c *cgrouptest.Cgroup, key string) uint64 {

@@ -450,8 +450,12 @@ func TestWatchReleasesWatchesOfRemovedCgroups(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Error("neither removed cgroup was reported")
 	}
-	if d := w.Dropped(); d != 1 {
-		t.Errorf("Dropped() = %d, want 1: two removals, a queue of one", d)
+	// The second removal's reports are dropped: one per source of its
+	// watch that saw the removal before the watch was dropped (on v2 the
+	// memory.events.local notification, the PSI trigger's POLLERR and a
+	// memory.current poll may each come first), so at least one.
+	if d := w.Dropped(); d < 1 || d > 3 {
+		t.Errorf("Dropped() = %d, want 1 to 3: two removals, a queue of one, up to 3 sources per watch", d)
 	}
 }
 

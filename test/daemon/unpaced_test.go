@@ -76,9 +76,13 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		"dirty_background_bytes: %d, dirty_bytes: %d, writeback_first: true", background, dirtyBytes)),
 		"--dirty-tracker="+tracker, "--log-level=debug")
 	d.start()
+	// As deployed: deploy/memcgd.service runs the daemon at Nice=-10.
+	// MEMCGD_DAEMON_NICE=0 measures it at the default priority.
+	nice := "-10"
 	if v := os.Getenv("MEMCGD_DAEMON_NICE"); v != "" {
-		reniceDaemon(t, d, v)
+		nice = v
 	}
+	reniceDaemon(t, d, nice)
 	wantPath, wantTracker := "path=poll", uint64(0)
 	if tracker == trackerOn {
 		wantPath, wantTracker = "path=tracker", 1
@@ -210,10 +214,9 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 }
 
 // reniceDaemon sets the nice value of every thread of the daemon to v
-// (MEMCGD_DAEMON_NICE, to measure what a modest priority buys; the
-// service could set it with Nice=): setpriority(PRIO_PROCESS) takes a
-// thread id, and threads the Go runtime makes later inherit the nice of
-// the thread that makes them.
+// (-10 as deploy/memcgd.service's Nice=, or MEMCGD_DAEMON_NICE):
+// setpriority(PRIO_PROCESS) takes a thread id, and threads the Go runtime
+// makes later inherit the nice of the thread that makes them.
 func reniceDaemon(t *testing.T, d *daemon, v string) {
 	t.Helper()
 	n, err := strconv.Atoi(v)

@@ -99,7 +99,7 @@ func (b *Bench) StartArm(ctx context.Context, arm Arm, config string, c *Cgroup)
 		return nil, nil
 	}
 	d, err := b.StartDaemon(ctx, DaemonOptions{Bin: b.Memcgd, Config: config,
-		Args: append(strings.Fields(b.DaemonArgs), arm.Args...)})
+		Args: append(strings.Fields(b.DaemonArgs), arm.Args...), Nice: b.Nice})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,15 @@ type DaemonOptions struct {
 	Config string
 	// Args are extra flags of `memcgd run`, such as --active-interval.
 	Args []string
+	// Nice is the nice value to run it at, through nice(1), so that
+	// every thread of the Go runtime has it; 0 runs it as the caller.
+	Nice int
 }
+
+// DeployNice is the nice value deploy/memcgd.service runs the daemon at
+// (Nice=): the experiments measure the daemon as deployed. A test in
+// package lab checks the two agree.
+const DeployNice = -10
 
 // Daemon is a memcgd run as a subprocess, with its journal, overrides and
 // control socket in a directory of its own and its metrics on a free
@@ -83,7 +92,11 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 		"--socket", d.Socket,
 		"--listen", d.Listen,
 	}, o.Args...)
-	d.cmd = exec.Command(o.Bin, args...)
+	if o.Nice != 0 {
+		d.cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(o.Nice), o.Bin}, args...)...)
+	} else {
+		d.cmd = exec.Command(o.Bin, args...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)

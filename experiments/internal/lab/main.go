@@ -19,6 +19,8 @@ type Flags struct {
 	Memcgd string
 	// DaemonArgs are extra `memcgd run` flags, space-separated.
 	DaemonArgs string
+	// Nice is the daemon's nice value (-nice).
+	Nice int
 	// Runs is how many times the experiment repeats.
 	Runs int
 	// Arms are the arms to run, comma-separated (ParseArms).
@@ -41,6 +43,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Scratch, "scratch", "/var/tmp", "directory on a disk (not tmpfs) for the experiment's files")
 	fs.StringVar(&f.Memcgd, "memcgd", "", "prebuilt memcgd binary (default: go build ./cmd/memcgd)")
 	fs.StringVar(&f.DaemonArgs, "daemon-args", "", "extra `memcgd run` flags, space-separated (e.g. \"--active-interval 20ms\")")
+	fs.IntVar(&f.Nice, "nice", DeployNice, "nice value the daemon runs at; the default is deploy/memcgd.service's Nice=")
 	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance; the summary gives the median of each run's figures")
 	fs.StringVar(&f.Arms, "arms", DefaultArms, "arms to run, comma-separated, stock first: stock (no memcgd), memcgd (its defaults: the eBPF tracker where it loads), "+
 		"fallback (memcgd "+TrackerOffFlag+")")

@@ -1,6 +1,7 @@
 package cgroupfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,6 +221,11 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		f.mu.Unlock()
 		if ok && wake != nil {
 			wake(cg)
+		}
+		if ok && f.log.Enabled(context.Background(), slog.LevelDebug) {
+			// How long the wake-up took from the kernel to the
+			// Watcher's queue: the first part of the reaction.
+			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", dirtytrack.MonotonicNow()-ev.Time)
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)

@@ -1,10 +1,6 @@
 package cgroupfs
 
-import (
-	"time"
-
-	"github.com/memcgd/memcgd/host"
-)
+import "time"
 
 // Exported for the real-kernel tests of write-out and flush, which live in
 // package cgroupfs_test.
@@ -32,33 +28,5 @@ func RefusePSI(w *Watcher, refuse func(dir string) error) {
 			return 0, err
 		}
 		return write(dir, fd, b)
-	}
-}
-
-// HoldV1Registrations makes w's v1 registrations, once made, wait until
-// release is closed; each sends its directory on held first.
-func HoldV1Registrations(w *Watcher, held chan<- string, release <-chan struct{}) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	register := w.register
-	w.register = func(dir string, efd int, wake host.Wake) error {
-		err := register(dir, efd, wake)
-		held <- dir
-		<-release
-		return err
-	}
-}
-
-// AwaitRearms waits until w has made, installed or given up every
-// registration of a moved v1 threshold asked for so far.
-func AwaitRearms(w *Watcher) {
-	for {
-		w.mu.Lock()
-		n := len(w.rearm) + w.rearming
-		w.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

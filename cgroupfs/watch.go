@@ -3,7 +3,6 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,11 +53,7 @@ type Watcher struct {
 	done     chan struct{}    // closed by Close to stop the sender
 	loopDone chan struct{}
 	sendDone chan struct{}
-	// rearmKick wakes the v1 re-arming goroutine; rearmDone is closed
-	// when it has returned (watch_rearm.go).
-	rearmKick chan struct{}
-	rearmDone chan struct{}
-	dropped   atomic.Uint64
+	dropped  atomic.Uint64
 	// psiRefused counts v2 watches armed without their PSI trigger
 	// because the kernel refused it.
 	psiRefused atomic.Uint64
@@ -81,22 +76,11 @@ type Watcher struct {
 
 	queue wakeQueue // the cgroups reported and not yet received
 
-	// rearm holds the v1 watches whose threshold moved and whose new
-	// registration the re-arming goroutine has yet to make.
-	rearm map[*watched]bool
-	// rearming counts the registrations taken from rearm and not yet
-	// installed or given up.
-	rearming int
-
 	// psiRefusal is why the kernel last refused a PSI trigger.
 	psiRefusal error
 	// writeTrigger writes a PSI trigger to the memory.pressure file fd
 	// of the cgroup at dir: write(2), or a refusal in tests.
 	writeTrigger func(dir string, fd int, b []byte) (int, error)
-
-	// register makes an eventfd's v1 registrations: registerV1, or a
-	// slow one in tests.
-	register func(dir string, efd int, wake host.Wake) error
 
 	reader *Reader // reads at arming and on the v1 notification path
 	buf    []byte  // the v2 usage poll's read buffer
@@ -122,9 +106,6 @@ const (
 
 // WatcherOptions tunes a Watcher. Zero fields take the defaults.
 type WatcherOptions struct {
-	// Logger receives what the Watcher cannot return to a caller: a
-	// moved v1 threshold it failed to register. Default slog.Default().
-	Logger *slog.Logger
 	// Queue bounds how many reported cgroups wait to be received from
 	// Events; default DefaultWatchQueue.
 	Queue int
@@ -217,9 +198,6 @@ func (o WatcherOptions) withDefaults() (WatcherOptions, error) {
 	case o.MinUsagePoll > o.UsagePoll:
 		return o, fmt.Errorf("watcher options: MinUsagePoll %v: want at most UsagePoll (%v)", o.MinUsagePoll, o.UsagePoll)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	if o.UsageRate == 0 {
 		o.UsageRate = DefaultUsageRate
 	}
@@ -253,9 +231,6 @@ func (o WatcherOptions) UsagePollInterval(distance uint64) (time.Duration, error
 type watched struct {
 	cg   host.Cgroup
 	wake host.Wake
-	// armed is, on v1, the Wake the kernel has registered: wake until
-	// the re-arming goroutine has registered a moved threshold.
-	armed host.Wake
 
 	// v1: the eventfd of both registrations, and the failcnt seen last.
 	efd     int
@@ -310,34 +285,29 @@ func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
 		return nil, fmt.Errorf("new watcher: epoll_ctl: %w", err)
 	}
 	w := &Watcher{
-		layout:    l,
-		opts:      opts,
-		pageSize:  uint64(unix.Getpagesize()),
-		epfd:      epfd,
-		wakefd:    wakefd,
-		out:       make(chan host.Cgroup),
-		kick:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		loopDone:  make(chan struct{}),
-		sendDone:  make(chan struct{}),
-		rearmKick: make(chan struct{}, 1),
-		rearmDone: make(chan struct{}),
-		rearm:     make(map[*watched]bool),
-		watches:   make(map[host.Cgroup]*watched),
-		sources:   make(map[uint64]*wakeSource),
-		queue:     newWakeQueue(opts.Queue),
+		layout:   l,
+		opts:     opts,
+		pageSize: uint64(unix.Getpagesize()),
+		epfd:     epfd,
+		wakefd:   wakefd,
+		out:      make(chan host.Cgroup),
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+		sendDone: make(chan struct{}),
+		watches:  make(map[host.Cgroup]*watched),
+		sources:  make(map[uint64]*wakeSource),
+		queue:    newWakeQueue(opts.Queue),
 		writeTrigger: func(_ string, fd int, b []byte) (int, error) {
 			return unix.Write(fd, b)
 		},
-		register: registerV1,
-		reader:   NewReader(l),
-		buf:      make([]byte, 4096),
-		rule:     pollRule{min: opts.MinUsagePoll, max: opts.UsagePoll, rate: float64(opts.UsageRate)},
-		start:    time.Now(),
+		reader: NewReader(l),
+		buf:    make([]byte, 4096),
+		rule:   pollRule{min: opts.MinUsagePoll, max: opts.UsagePoll, rate: float64(opts.UsageRate)},
+		start:  time.Now(),
 	}
 	go w.loop()
 	go w.send()
-	go w.rearmLoop()
 	return w, nil
 }
 
@@ -357,11 +327,6 @@ var errWatcherClosed = errors.New("watcher closed")
 // armed changes nothing and reports nothing.
 // A cgroup removed while watched is reported once and its watch dropped.
 // If cg does not exist the error wraps host.ErrVanished.
-//
-// On v1, moving the threshold of a watched cgroup returns at once: the
-// kernel's new registration, which waits for an RCU grace period, is
-// made by a goroutine of the Watcher (watch_rearm.go), and usage already
-// at or above the threshold then is reported as for a new watch.
 func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	w.mu.Lock()
 	defer w.unlock()
@@ -388,11 +353,12 @@ func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	if wt.wake == wake {
 		return nil
 	}
-	if w.layout.Memory.Version == V1 {
-		w.queueRearmV1(wt, wake)
-		return nil
+	var err error
+	if w.layout.Memory.Version == V2 {
+		err = w.rearmV2(wt, wake)
+	} else {
+		err = w.armV1(wt, wake)
 	}
-	err := w.rearmV2(wt, wake)
 	if errors.Is(err, host.ErrVanished) {
 		w.drop(wt)
 	}
@@ -461,7 +427,6 @@ func (w *Watcher) Close() error {
 	w.unlock()
 	close(w.done)
 	<-w.sendDone
-	<-w.rearmDone
 	unix.Close(w.wakefd)
 	unix.Close(w.epfd)
 	return err

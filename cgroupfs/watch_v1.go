@@ -58,63 +58,36 @@ import (
 // and dropped. Nothing signals the eventfd again, so a removed cgroup
 // cannot make the loop spin.
 
-// armV1 arms the watch of wt, new to the Watcher; the caller holds mu.
-// Moving the threshold of a watch is rearmV1's (watch_rearm.go).
+// armV1 arms (or re-arms, moving the threshold) the watch of wt.
 func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
-	efd, err := w.registeredEventfd(wt.cg, wake)
-	if err != nil {
-		return err
-	}
-	failcnt, usage, err := readV1Counts(w.reader, w.layout, wt.cg)
-	if err != nil {
-		unix.Close(efd)
-		return err
-	}
-	return w.installV1(wt, wake, efd, failcnt, usage)
-}
-
-// registeredEventfd returns a new eventfd registered for wake in cg's v1
-// memory cgroup. It needs no lock: each registration of a usage
-// threshold waits for an RCU grace period
-// (mm/memcontrol-v1.c, __mem_cgroup_usage_register_event).
-func (w *Watcher) registeredEventfd(cg host.Cgroup, wake host.Wake) (int, error) {
-	dir := w.layout.Memory.Dir(cg)
+	dir := w.layout.Memory.Dir(wt.cg)
 	if dir == "" {
-		return -1, fmt.Errorf("watch %s: outside the mounted subtree %s of %s", cg, w.layout.Memory.Root, w.layout.Memory.Mount)
+		return fmt.Errorf("watch %s: outside the mounted subtree %s of %s", wt.cg, w.layout.Memory.Root, w.layout.Memory.Mount)
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return -1, fmt.Errorf("watch %s: eventfd: %w", cg, err)
+		return fmt.Errorf("watch %s: eventfd: %w", wt.cg, err)
 	}
-	if err := w.register(dir, efd, wake); err != nil {
+	if err := registerV1(dir, efd, wake); err != nil {
 		unix.Close(efd)
 		if isVanished(err) {
-			return -1, fmt.Errorf("watch %s: %w: %w", cg, host.ErrVanished, err)
+			return fmt.Errorf("watch %s: %w: %w", wt.cg, host.ErrVanished, err)
 		}
-		return -1, fmt.Errorf("watch %s: %w", cg, err)
+		return fmt.Errorf("watch %s: %w", wt.cg, err)
 	}
-	return efd, nil
-}
-
-// readV1Counts reads cg's failcnt and usage with r. Read after
-// registering: a crossing from then on signals the eventfd, and usage
-// already above the threshold, which the kernel never signals, is seen
-// here.
-func readV1Counts(r *Reader, l Layout, cg host.Cgroup) (failcnt, usage uint64, err error) {
-	if failcnt, err = r.readUint(l.Memory, cg, "memory.failcnt"); err != nil {
-		return 0, 0, fmt.Errorf("watch: %w", err)
+	failcnt, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
+	if err != nil {
+		unix.Close(efd)
+		return fmt.Errorf("watch: %w", err)
 	}
-	if usage, err = r.readUint(l.Memory, cg, "memory.usage_in_bytes"); err != nil {
-		return 0, 0, fmt.Errorf("watch: %w", err)
+	// Read after registering: a crossing from here on signals the
+	// eventfd, and usage already above the threshold, which the kernel
+	// never signals, is seen here.
+	usage, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
+	if err != nil {
+		unix.Close(efd)
+		return fmt.Errorf("watch: %w", err)
 	}
-	return failcnt, usage, nil
-}
-
-// installV1 puts efd, registered for wake, in the epoll set as wt's
-// source in place of the one before (closed once mu is released), and
-// reports wt if usage, read after the registration, is already over
-// the threshold. The caller holds mu; efd is closed on error.
-func (w *Watcher) installV1(wt *watched, wake host.Wake, efd int, failcnt, usage uint64) error {
 	token, err := w.add(wt, sourceV1Event, efd, unix.EPOLLIN)
 	if err != nil {
 		unix.Close(efd)
@@ -123,7 +96,7 @@ func (w *Watcher) installV1(wt *watched, wake host.Wake, efd int, failcnt, usage
 	if old := wt.tokens[0]; old != 0 {
 		w.remove(old)
 	}
-	wt.tokens[0], wt.efd, wt.failcnt, wt.wake, wt.armed = token, efd, failcnt, wake, wake
+	wt.tokens[0], wt.efd, wt.failcnt, wt.wake = token, efd, failcnt, wake
 	w.reportIfOver(wt, usage)
 	return nil
 }

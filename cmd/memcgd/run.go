@@ -187,7 +187,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{Logger: log})
+	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
 	if err != nil {
 		return err
 	}

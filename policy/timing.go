@@ -89,6 +89,18 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	if c.throttle.episode && !c.throttle.frozen {
 		// Close the episode on time even if nothing else looks.
 		need(EpisodeLinger - in.Now.Sub(c.throttle.thawedAt))
+		if in.Tracker && c.dirtyRate > 0 {
+			// Thawed within an episode, look again by the time the
+			// writer, at its peak rate and with the device writing
+			// nothing, reaches the freeze level: the tracker's
+			// wake-up is armed for that moment, but its delivery
+			// can come late (9 to 14 ms at p99 after a thaw on the
+			// v1 host, 20 to 28 MiB past the level; docs/results.md
+			// "Second session"). A look that finds the level lower
+			// costs one step.
+			room := sat(c.freezeLevel(in), dirty)
+			need(time.Duration(float64(room) / c.dirtyRate * float64(time.Second)))
+		}
 	}
 	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.Freezer != FreezerNone && !c.throttle.frozen {
 		need(t)

@@ -19,6 +19,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,13 +188,18 @@ func (c *Cgroup) start(t testing.TB, extra []*os.File, name string, args ...stri
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.ExtraFiles = append([]*os.File{readyW}, extra...)
+	// A process group of its own, killed whole at cleanup: a shell
+	// loop's dd, left running when only the shell is killed, kept
+	// writing into the test's temporary directory while it was removed
+	// ("directory not empty").
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	if err := awaitByte(ready, fmt.Sprintf("start %s: joining %s", name, c.Path)); err != nil {

@@ -236,10 +236,10 @@ type watched struct {
 	efd     int
 	failcnt uint64
 
-	// v2: memory.events.local, and memory.current when polled; above
-	// tells whether the last poll found usage above the threshold, poll
+	// v2: memory.events.local, and memory.current when polled; poll
 	// when it is read next. (The PSI trigger's file is known only as a
-	// source.)
+	// source.) above tells whether usage was last found above the
+	// threshold: by the v2 poll, or on v1 at arming and at each signal.
 	events, current int
 	above           bool
 	poll            usagePoll

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -35,8 +36,18 @@ import (
 // cost is that a signal does not say which registration fired; the
 // Watcher reads the cgroup's usage and failcnt to tell:
 //
-//   - usage at or above the threshold: a crossing upwards (or reclaim
-//     while above it); reported;
+//   - usage at or above the threshold, or, when it was last seen below
+//     the threshold, below it by less than the charges the kernel may
+//     hold in per-CPU stock (chargeSlack): a crossing upwards (or
+//     reclaim while above it); reported. The
+//     kernel charges page_counter in batches of MEMCG_CHARGE_BATCH
+//     pages per CPU and drains unused stock later (mm/memcontrol.c,
+//     consume_stock, refill_stock, drain_stock), so the usage the
+//     threshold check saw can exceed the usage read just after. In the
+//     v1 VM a crossing of 18.44 MiB was signalled with 18.30 MiB read;
+//     taken for a crossing downwards, it went unreported, and the
+//     kernel, whose threshold was then passed, never signalled again:
+//     the writer was seen only at its memory limit, with 77 MiB dirty;
 //   - failcnt changed: a charge hit the limit and limit reclaim ran
 //     (mm/page_counter.c, page_counter_try_charge counts the failure;
 //     try_charge_memcg then reclaims); reported;
@@ -97,7 +108,7 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 		w.remove(old)
 	}
 	wt.tokens[0], wt.efd, wt.failcnt, wt.wake = token, efd, failcnt, wake
-	w.reportIfOver(wt, usage)
+	wt.above = w.reportIfOver(wt, usage)
 	return nil
 }
 
@@ -142,6 +153,18 @@ func registerV1Event(ctl, efd int, dir, file, args string) error {
 	return nil
 }
 
+// memcgChargeBatch is MEMCG_CHARGE_BATCH (include/linux/memcontrol.h):
+// the pages a CPU charges to a memory cgroup's page_counter at once and
+// keeps in stock.
+const memcgChargeBatch = 64
+
+// chargeSlack is how much more than memory.usage_in_bytes shows the
+// kernel may have counted when it checked a v1 threshold: a charge batch
+// of stock on every CPU.
+func (w *Watcher) chargeSlack() uint64 {
+	return memcgChargeBatch * w.pageSize * uint64(runtime.NumCPU())
+}
+
 // handleV1 acts on a signal of wt's eventfd.
 func (w *Watcher) handleV1(wt *watched) {
 	var b [8]byte
@@ -151,10 +174,14 @@ func (w *Watcher) handleV1(wt *watched) {
 		var failcnt uint64
 		failcnt, err = w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
 		if err == nil {
-			if w.over(usage, wt.wake.UsageAbove) || failcnt != wt.failcnt {
+			// Below the threshold before this signal, the kernel's
+			// check may have counted stock this read no longer shows.
+			th := wt.wake.UsageAbove
+			up := w.over(usage, th) || !wt.above && w.over(usage+w.chargeSlack(), th)
+			if up || failcnt != wt.failcnt {
 				w.report(wt.cg)
 			}
-			wt.failcnt = failcnt
+			wt.above, wt.failcnt = up, failcnt
 			return
 		}
 	}

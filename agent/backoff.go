@@ -14,7 +14,7 @@ const MaxReclaimBackoff = 30 * time.Second
 // fail. A cgroup at its watermark with nothing reclaimable (anonymous
 // memory without swap, memory.min, mlocked pages) asks for reclaim at every
 // step, and every attempt costs a synchronous reclaim pass in the kernel
-// (and on v1 a journalled limit squeeze with its fsync). So each failure
+// (and on v1 a journalled limit squeeze). So each failure
 // doubles the wait before the next attempt, from the active interval up to
 // MaxReclaimBackoff. A success ends the backoff, and so does growth of the
 // cgroup's page cache by a reclaim step: that is new memory reclaim can

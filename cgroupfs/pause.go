@@ -46,7 +46,7 @@ var ErrFrozenByOther = errors.New("frozen by someone else")
 // Frozen is one throttle episode of a cgroup: frozen by Freeze, then
 // thawed and frozen again any number of times (Thaw, Refreeze) at the
 // cost of one write each, and ended by End, which leaves it thawed. The
-// journal holds one record for the whole episode, synced once, by Freeze:
+// journal holds one record for the whole episode, written by Freeze:
 // a crash at any point is undone by the next run's Recover, which thaws
 // the cgroup if it is still frozen with memcgd's freeze.
 //
@@ -75,8 +75,8 @@ type Frozen struct {
 	a  *applied
 }
 
-// Freeze starts a throttle episode: it records the freeze in j (one synced
-// record) and freezes cg, preferring the cgroup v2 freezer (cgroup.freeze
+// Freeze starts a throttle episode: it records the freeze in j (one
+// record, written, not synced: see Journal) and freezes cg, preferring the cgroup v2 freezer (cgroup.freeze
 // of the cgroup, on a hybrid host of the unified cgroup at the same path)
 // over the v1 freezer hierarchy (freezer.state). If neither has the
 // cgroup, the error wraps errors.ErrUnsupported; if the cgroup is frozen

@@ -75,3 +75,33 @@ func TestGoroutineID(t *testing.T) {
 		t.Errorf("goroutine ids %d and %d: want two distinct positive ids", a, b)
 	}
 }
+
+// A busy goroutine the agent's code started counts though its parent has
+// returned: its "created by" line names a goroutine the snapshot no
+// longer holds.
+func TestAllParkedCountsAnOrphanedAgentGoroutine(t *testing.T) {
+	const orphan = `goroutine 8 [chan receive]:
+main.spawner()
+	/x.go:2 +0x1
+created by main.driver in goroutine 7
+	/x.go:3 +0x1
+
+goroutine 12 [%s]:
+github.com/memcgd/memcgd/agent.(*Agent).actOrHandOff.func1()
+	/a.go:9 +0x1
+created by github.com/memcgd/memcgd/agent.(*Agent).actOrHandOff in goroutine 99
+	/a.go:8 +0x1
+`
+	for _, tc := range []struct {
+		state  string
+		parked bool
+	}{{"runnable", false}, {"syscall", false}, {"chan receive", true}} {
+		gs := parseStacks([]byte(strings.Replace(orphan, "%s", tc.state, 1)))
+		if len(gs) != 2 || gs[1].creator != "github.com/memcgd/memcgd/agent.(*Agent).actOrHandOff" {
+			t.Fatalf("parsed %+v, want 2 goroutines, the second created by the agent", gs)
+		}
+		if got := allParked(gs, 8); got != tc.parked {
+			t.Errorf("orphaned agent goroutine %q: allParked = %v, want %v", tc.state, got, tc.parked)
+		}
+	}
+}

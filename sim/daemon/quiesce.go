@@ -108,7 +108,7 @@ const agentCode = "github.com/memcgd/memcgd/agent."
 // callback's write-out, for example), and a busy agent goroutine outside
 // the tree would let the clock move under it. One CI run (30 Nov 2026)
 // gave the real agent in sim/run 6.25 × its limit with 3,186 steps,
-// against 0.94 × and 5,162 steps in every other run (8 here): this hole
+// against 0.94 × and 5,162 steps in every other run (6 here): this hole
 // is the one found that can explain it.
 func allParked(gs []goroutineInfo, root int64) bool {
 	in := map[int64]bool{root: true}

@@ -132,6 +132,35 @@ func TestWakeAt(t *testing.T) {
 	})
 }
 
+// closedLoopReaction is the reaction delay closedLoopSteps tells the
+// controller.
+const closedLoopReaction = ms
+
+// closedLoopSteps drives c as the closed loop's driver would, for a cgroup
+// with dirty_background_bytes 8M, dirty_bytes 16M and a 100 MiB limit,
+// counting dirtied bytes (with the tracker or not): each step advances the
+// clock by dt, the counter by dirtied, observes dirty, and holds the
+// freezer as the decision says. frozen is the freezer's state.
+func closedLoopSteps(c *Controller, tracker bool) (step func(dt time.Duration, dirtied, dirty uint64) Decision, frozen *bool) {
+	lim := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	now, ctr, held := time.Unix(10, 0), uint64(0), false
+	step = func(dt time.Duration, dirtied, dirty uint64) Decision {
+		now, ctr = now.Add(dt), ctr+dirtied
+		d := c.Step(Input{Now: now, Dirty: lim, Tracker: tracker, Reaction: closedLoopReaction, ActiveInterval: 50 * ms,
+			Freezer: FreezerHeld, Frozen: held,
+			Stat: memcg.Stat{Limit: 100 * mib, Usage: 64*mib + dirty, File: 64*mib + dirty, Dirty: dirty,
+				Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: ctr}}})
+		switch d.Throttle {
+		case ThrottleFreeze:
+			held = true
+		case ThrottleThaw:
+			held = false
+		}
+		return d
+	}
+	return step, &held
+}
+
 // Issue 7, item 4: within a throttle episode, a look that saw nothing
 // dirtied leaves the fallback interval in force. Nested managed cgroups
 // are frozen by each other's episodes: the writer's tasks were stopped by
@@ -141,21 +170,7 @@ func TestWakeAt(t *testing.T) {
 // episode, quiet still means back to events (TestWhenToLookAgain).
 func TestQuietLookWithinEpisode(t *testing.T) {
 	c := NewController()
-	lim := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
-	now, ctr, frozen := time.Unix(10, 0), uint64(0), false
-	step := func(dt time.Duration, dirtied, dirty uint64) Decision {
-		now, ctr = now.Add(dt), ctr+dirtied
-		d := c.Step(Input{Now: now, Dirty: lim, Reaction: ms, ActiveInterval: 50 * ms, Freezer: FreezerHeld, Frozen: frozen,
-			Stat: memcg.Stat{Limit: 100 * mib, Usage: 64*mib + dirty, File: 64*mib + dirty, Dirty: dirty,
-				Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: ctr}}})
-		switch d.Throttle {
-		case ThrottleFreeze:
-			frozen = true
-		case ThrottleThaw:
-			frozen = false
-		}
-		return d
-	}
+	step, _ := closedLoopSteps(c, false)
 	// A 1.5 GB/s writer, frozen at the limit and drained to freerun.
 	step(0, 0, 2*mib)
 	step(ms, 1500000, 4*mib)
@@ -184,22 +199,8 @@ func TestQuietLookWithinEpisode(t *testing.T) {
 // writer (TestWhenToLookAgain).
 func TestTrackerLooksAgainAfterAThaw(t *testing.T) {
 	c := NewController()
-	lim := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
-	const reaction = ms
-	now, ctr, frozen := time.Unix(10, 0), uint64(0), false
-	step := func(dt time.Duration, dirtied, dirty uint64) Decision {
-		now, ctr = now.Add(dt), ctr+dirtied
-		d := c.Step(Input{Now: now, Dirty: lim, Tracker: true, Reaction: reaction, ActiveInterval: 50 * ms, Freezer: FreezerHeld, Frozen: frozen,
-			Stat: memcg.Stat{Limit: 100 * mib, Usage: 64*mib + dirty, File: 64*mib + dirty, Dirty: dirty,
-				Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: ctr}}})
-		switch d.Throttle {
-		case ThrottleFreeze:
-			frozen = true
-		case ThrottleThaw:
-			frozen = false
-		}
-		return d
-	}
+	step, frozen := closedLoopSteps(c, true)
+	const reaction = closedLoopReaction
 	// A writer at 2 MiB per 10 ms (about 210 MB/s), frozen past the
 	// limit, then drained to 10 MiB.
 	dirty := uint64(2 * mib)
@@ -208,7 +209,7 @@ func TestTrackerLooksAgainAfterAThaw(t *testing.T) {
 		dirty += 2 * mib
 		step(10*ms, 2*mib, dirty)
 	}
-	if !frozen {
+	if !*frozen {
 		t.Fatalf("at %d MiB: not frozen", dirty/mib)
 	}
 	d := step(ms, 0, 10*mib)

@@ -39,15 +39,15 @@ import (
 //   - usage at or above the threshold, or, when it was last seen below
 //     the threshold, below it by less than the charges the kernel may
 //     hold in per-CPU stock (chargeSlack): a crossing upwards (or
-//     reclaim while above it); reported. The
-//     kernel charges page_counter in batches of MEMCG_CHARGE_BATCH
-//     pages per CPU and drains unused stock later (mm/memcontrol.c,
-//     consume_stock, refill_stock, drain_stock), so the usage the
-//     threshold check saw can exceed the usage read just after. In the
-//     v1 VM a crossing of 18.44 MiB was signalled with 18.30 MiB read;
-//     taken for a crossing downwards, it went unreported, and the
-//     kernel, whose threshold was then passed, never signalled again:
-//     the writer was seen only at its memory limit, with 77 MiB dirty;
+//     reclaim while above it); reported. The kernel charges
+//     page_counter in batches of MEMCG_CHARGE_BATCH pages per CPU and
+//     drains unused stock later (mm/memcontrol.c, consume_stock,
+//     refill_stock, drain_stock), so the usage the threshold check saw
+//     can exceed the usage read just after. In the v1 VM a crossing of
+//     18.44 MiB was signalled with 18.30 MiB read; taken for a crossing
+//     downwards, it went unreported, and the kernel, whose threshold was
+//     then passed, never signalled again: the writer was seen only at
+//     its memory limit, with 77 MiB dirty;
 //   - failcnt changed: a charge hit the limit and limit reclaim ran
 //     (mm/page_counter.c, page_counter_try_charge counts the failure;
 //     try_charge_memcg then reclaims); reported;

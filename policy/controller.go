@@ -99,6 +99,22 @@ func (c *Controller) Step(in Input) Decision {
 		}
 	}
 
+	// While the cgroup is throttled its writers outrun the device, and
+	// every dirty page not yet under writeback is device time lost: the
+	// kernel's flusher, once started, writes an inode's dirty pages in
+	// chunks of at least MIN_WRITEBACK_PAGES (4 MiB), the pages dirtied
+	// meanwhile included, and looks at the background threshold only
+	// between chunks (fs/fs-writeback.c, wb_writeback,
+	// writeback_chunk_size). Stopping at the threshold instead left the
+	// device idle whenever a freeze came with dirty below it, as it does
+	// when dirty+writeback reaches the limit mostly as writeback. So
+	// within an episode the cgroup's files are written out whenever they
+	// hold more than seed 000's MIN_WB_DIRTY_PAGES.
+	if d.Episode && s.Dirty > MinWbDirtyPages*memcg.PageSize {
+		d.WriteOut = true
+		d.Why |= ReasonThrottle
+	}
+
 	// Seed 001: kswapd wakes when free drops below low and runs until
 	// free reaches high. Both marks are raised by what the cgroup will
 	// charge over the horizon at its recent rate, so that free is still

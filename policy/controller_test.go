@@ -225,3 +225,48 @@ func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 		t.Errorf("Lead 0 reclaimed %d with free above low", d.Reclaim)
 	}
 }
+
+func TestEpisodeKeepsEveryDirtyPageInFlight(t *testing.T) {
+	const kib = 1 << 10
+	min := uint64(MinWbDirtyPages * memcg.PageSize) // 256 KiB
+	// dirty_bytes 16M, dirty_background_bytes 8M: freerun 12 MiB.
+	steps := []struct {
+		at               time.Duration
+		dirty, writeback uint64
+		dirtied          uint64 // the tasks' dirtied-bytes counter
+		wantEpisode      bool
+		wantWriteOut     bool
+		wantWhy          Reason // of the write-out: background or throttle
+	}{
+		{at: 0, dirty: 4 * mib, dirtied: 10 * mib, writeback: 6 * mib},                                                                       // below background, no episode: the kernel waits
+		{at: 1 * ms, dirty: 5 * mib, dirtied: 16 * mib, writeback: 11 * mib, wantEpisode: true, wantWriteOut: true, wantWhy: ReasonThrottle}, // frozen at the limit with dirty below background: written out all the same
+		{at: 2 * ms, dirty: min, dirtied: 16 * mib, writeback: 15 * mib, wantEpisode: true},                                                  // MIN_WB_DIRTY_PAGES exactly: not worth a pass
+		{at: 3 * ms, dirty: min + 4*kib, dirtied: 16 * mib, writeback: 15 * mib, wantEpisode: true, wantWriteOut: true, wantWhy: ReasonThrottle},
+		{at: 20 * ms, dirty: 1 * mib, dirtied: 16 * mib, writeback: 2 * mib, wantEpisode: true, wantWriteOut: true, wantWhy: ReasonThrottle}, // thawed, the episode lingers
+		{at: 300 * ms, dirty: 0, dirtied: 16 * mib, writeback: 0, wantEpisode: true},                                                         // the writer stopped
+		{at: 2 * time.Second, dirty: 4 * mib, dirtied: 20 * mib, writeback: 0},                                                               // the episode is over: back to the background threshold
+		{at: 2*time.Second + 1*ms, dirty: 9 * mib, dirtied: 25 * mib, writeback: 0, wantWriteOut: true, wantWhy: ReasonBackground},           // past it
+	}
+	c := NewController()
+	var dr throttleDriver
+	t0 := time.Unix(100, 0)
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		d := c.Step(Input{
+			Now: now,
+			Stat: memcg.Stat{Limit: 1 << 30, Usage: 64*mib + st.dirty + st.writeback, File: 64*mib + st.dirty + st.writeback,
+				Dirty: st.dirty, Writeback: st.writeback, Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: st.dirtied}},
+			Dirty:   memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
+			Freezer: FreezerHeld,
+			Frozen:  dr.at(now),
+		})
+		dr.carry(now, d)
+		if d.Episode != st.wantEpisode || d.WriteOut != st.wantWriteOut {
+			t.Errorf("step %d (dirty %d KiB, writeback %d KiB): Episode %v WriteOut %v, want %v %v",
+				i, st.dirty/kib, st.writeback/kib, d.Episode, d.WriteOut, st.wantEpisode, st.wantWriteOut)
+		}
+		if st.wantWriteOut && d.Why&st.wantWhy == 0 {
+			t.Errorf("step %d: Why = %v, want %v among them", i, d.Why, st.wantWhy)
+		}
+	}
+}

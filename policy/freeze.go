@@ -26,8 +26,9 @@ import (
 // the limit averages (freerun + limit) / 2, the kernel's setpoint, and
 // its swing is twice that of thawing at the setpoint, which halves the
 // freeze/thaw cycles (each one writes cgroupfs twice and wakes every task
-// of the cgroup). The device does not idle: freerun is above the
-// background threshold, so write-out runs throughout.
+// of the cgroup). The device does not idle: within an episode every
+// dirty page is written out at once (Controller.Step), not only those
+// past the background threshold.
 //
 // A freeze lasts at most MaxPause, the kernel's cap on one sleep: after
 // it the cgroup is thawed whatever dirty is, and frozen again after

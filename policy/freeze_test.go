@@ -36,18 +36,24 @@ type throttleDriver struct {
 
 // at advances the driver's own timers to now and says whether it holds
 // the cgroup frozen then.
+// Its timers may have fired several times since the last decision (a
+// freeze at RunFor and the thaw MaxPause later), so it replays them in
+// order.
 func (dr *throttleDriver) at(now time.Time) bool {
-	if dr.frozen && !dr.thawBy.IsZero() && now.After(dr.thawBy) {
-		dr.frozen = false
-		if dr.runAfter > 0 {
-			dr.runUntil = dr.thawBy.Add(dr.runAfter)
+	for {
+		switch {
+		case dr.frozen && !dr.thawBy.IsZero() && now.After(dr.thawBy):
+			dr.frozen = false
+			if dr.runAfter > 0 {
+				dr.runUntil = dr.thawBy.Add(dr.runAfter)
+			}
+			dr.thawBy, dr.runAfter = time.Time{}, 0
+		case !dr.frozen && !dr.runUntil.IsZero() && !now.Before(dr.runUntil):
+			dr.frozen, dr.thawBy, dr.runUntil = true, dr.runUntil.Add(MaxPause), time.Time{}
+		default:
+			return dr.frozen
 		}
-		dr.thawBy, dr.runAfter = time.Time{}, 0
 	}
-	if !dr.frozen && !dr.runUntil.IsZero() && !now.Before(dr.runUntil) {
-		dr.frozen, dr.thawBy, dr.runUntil = true, dr.runUntil.Add(MaxPause), time.Time{}
-	}
-	return dr.frozen
 }
 
 func (dr *throttleDriver) carry(now time.Time, d Decision) {

@@ -32,7 +32,7 @@ import (
 func main() {
 	// In the VM: a 50 MB/s disk and a guest several times slower than
 	// the host, so a quarter of the data, paced below the disk's rate.
-	f := lab.Flags{VMDefaults: map[string]string{"size": "512M", "limit": "100M", "rate": "20M"}}
+	f := lab.Flags{VMDefaults: map[string]string{"size": "512M", "limit": "100M", "rate": "20M"}, ExtraArms: []lab.Arm{lab.SelfPaced}}
 	f.Register(flag.CommandLine)
 	size, limit, rate := lab.Size(2<<30), lab.Size(100<<20), lab.Size(100<<20)
 	flag.Var(&size, "size", "bytes the writer writes")
@@ -124,6 +124,9 @@ func armNames(arms []lab.Arm) []string {
 func addTargets(t *lab.Targets, mode string, arms []lab.Arm, a []arm) {
 	stock := a[0]
 	for i := 1; i < len(arms); i++ {
+		if arms[i].SelfPaced {
+			continue // no memcgd: its figures are in the run's table
+		}
 		name, x := arms[i].Name, a[i]
 		tp := x.res.Throughput() / stock.res.Throughput()
 		stall := reduction(float64(stock.pressure.Memory), float64(x.pressure.Memory))
@@ -172,6 +175,12 @@ func busy(a arm) float64 {
 	return a.daemon.Busy * 100
 }
 
+// budget is the self-paced writer's budget: dirty_ratio 10 of the limit,
+// about the dirty limit memcgd's default policy gives the cgroup (its
+// dirtyable memory is its page cache plus its headroom, nearly the whole
+// limit for this writer).
+func (e experiment) budget() uint64 { return e.limit / 10 }
+
 // config is memcgd's config: -defaults over the lab's subtree.
 func (e experiment) config(b *lab.Bench) string {
 	return fmt.Sprintf("version: 1\nmanage: {under: %s, limited_only: true}\ndefaults: {%s}\n", b.Root.Path, e.defaults)
@@ -198,6 +207,9 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 		return a, err
 	}
 	w := lab.Writer{Bin: b.Writer, File: b.File("e1-" + name), Size: e.size, Chunk: 1 << 20, Rate: rate}
+	if with.SelfPaced {
+		w.Budget = e.budget()
+	}
 	sm := b.Sample(10*time.Millisecond, c)
 	d.BusyStart()
 	a.res, a.use, err = w.Run(ctx, c)

@@ -48,12 +48,15 @@ func run() error {
 		size  = lab.Size(2 << 30)
 		chunk = lab.Size(1 << 20)
 		rate  lab.Size
-		sync  = flag.Bool("fsync", false, "fsync the file after writing it, timed separately")
-		stdin = flag.Bool("stdin", false, "write on demand: a byte count per line of standard input, printing when each write(2) began")
+		// budget makes the writer pace itself as an ideal throttle would.
+		budget lab.Size
+		sync   = flag.Bool("fsync", false, "fsync the file after writing it, timed separately")
+		stdin  = flag.Bool("stdin", false, "write on demand: a byte count per line of standard input, printing when each write(2) began")
 	)
 	flag.Var(&size, "size", "bytes to write")
 	flag.Var(&chunk, "chunk", "bytes per write(2)")
 	flag.Var(&rate, "rate", "bytes per second; 0 is unpaced")
+	flag.Var(&budget, "budget", "self-paced: keep at most this many bytes of the file dirty or under writeback, by starting the write-out of every write at once and waiting for the oldest (0: no limit)")
 	flag.Parse()
 	if *file == "" {
 		return fmt.Errorf("-file: missing: want the path of a file to create")
@@ -76,12 +79,16 @@ func run() error {
 
 	start := time.Now()
 	b := bucket{rate: float64(rate), capacity: float64(chunk), tokens: float64(chunk), last: start}
+	p := pacer{fd: int(f.Fd()), budget: uint64(budget), chunk: uint64(chunk)}
 	var written uint64
 	for written < uint64(size) {
 		n := min(uint64(chunk), uint64(size)-written)
 		b.take(float64(n))
 		if _, err := f.Write(buf[:n]); err != nil {
 			return fmt.Errorf("write %s at %d: %w", *file, written, err)
+		}
+		if err := p.wrote(written, n); err != nil {
+			return fmt.Errorf("pace %s at %d: %w", *file, written, err)
 		}
 		written += n
 	}
@@ -165,4 +172,37 @@ func onDemand(f *os.File, in io.Reader, out io.Writer) error {
 		}
 	}
 	return sc.Err()
+}
+
+// pacer keeps at most budget bytes of the file dirty or under writeback:
+// what a throttle that holds dirty+writeback at that level with no
+// reaction delay would let through, and with every dirty page sent to
+// the device at once. It is the ceiling against which memcgd's throttle
+// is measured (experiments/e1, arm selfpaced). A zero budget does
+// nothing.
+type pacer struct {
+	fd            int
+	budget, chunk uint64
+	// waited is the offset below which the file's pages are known
+	// written.
+	waited uint64
+}
+
+// wrote starts the write-out of the n bytes just written at off and
+// waits, oldest chunk first, until what is outstanding fits the budget.
+func (p *pacer) wrote(off, n uint64) error {
+	if p.budget == 0 {
+		return nil
+	}
+	if err := unix.SyncFileRange(p.fd, int64(off), int64(n), unix.SYNC_FILE_RANGE_WRITE); err != nil {
+		return err
+	}
+	for off+n-p.waited > p.budget {
+		const wait = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+		if err := unix.SyncFileRange(p.fd, int64(p.waited), int64(p.chunk), wait); err != nil {
+			return err
+		}
+		p.waited += p.chunk
+	}
+	return nil
 }

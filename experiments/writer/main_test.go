@@ -86,3 +86,36 @@ func TestOnDemandRefusesABadCount(t *testing.T) {
 		}
 	}
 }
+
+func TestPacerKeepsWithinItsBudget(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "paced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const chunk, budget = 64 << 10, 256 << 10
+	p := pacer{fd: int(f.Fd()), budget: budget, chunk: chunk}
+	buf := make([]byte, chunk)
+	for off := uint64(0); off < 4<<20; off += chunk {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.wrote(off, chunk); err != nil {
+			t.Fatalf("wrote(%d): %v", off, err)
+		}
+		if out := off + chunk - p.waited; out > budget {
+			t.Fatalf("after the write at %d: %d bytes not yet waited for, budget %d", off, out, budget)
+		}
+	}
+	if p.waited != 4<<20-budget {
+		t.Errorf("waited for the file up to %d, want %d: all but the budget", p.waited, 4<<20-budget)
+	}
+}
+
+func TestPacerWithoutBudgetDoesNothing(t *testing.T) {
+	p := pacer{fd: -1} // a bad fd: any sync_file_range would fail
+	if err := p.wrote(0, 1<<20); err != nil {
+		t.Errorf("wrote with no budget: %v", err)
+	}
+}

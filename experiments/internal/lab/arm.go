@@ -30,6 +30,11 @@ type Arm struct {
 	Daemon bool
 	// Args are extra `memcgd run` flags of this arm, after -daemon-args.
 	Args []string
+	// SelfPaced: no memcgd, and the writer paces itself, keeping at most
+	// the dirty limit dirty or under writeback and sending every write to
+	// the device at once: the ceiling of any throttle that holds that
+	// limit, on this device (experiments that support it say so).
+	SelfPaced bool
 }
 
 // The arms every experiment knows.
@@ -40,20 +45,26 @@ var (
 	Memcgd = Arm{Name: "memcgd", Daemon: true}
 	// Fallback runs memcgd with the tracker disabled (TrackerOffFlag).
 	Fallback = Arm{Name: "fallback", Daemon: true, Args: []string{TrackerOffFlag}}
+	// SelfPaced runs a writer that paces itself to the dirty limit,
+	// without memcgd; only experiments that size the writer's budget
+	// accept it (Flags.ExtraArms).
+	SelfPaced = Arm{Name: "selfpaced", SelfPaced: true}
 )
 
-// KnownArms are the arms -arms accepts.
+// KnownArms are the arms -arms accepts in every experiment.
 var KnownArms = []Arm{Stock, Memcgd, Fallback}
 
 // DefaultArms is the default of -arms.
 const DefaultArms = "stock,memcgd,fallback"
 
-// ParseArms parses a comma-separated list of arm names. The first arm is
-// the baseline every other is compared with; it must be stock.
-func ParseArms(s string) ([]Arm, error) {
+// ParseArms parses a comma-separated list of arm names, of KnownArms and
+// extra. The first arm is the baseline every other is compared with; it
+// must be stock.
+func ParseArms(s string, extra ...Arm) ([]Arm, error) {
+	known := append(slices.Clone(KnownArms), extra...)
 	var arms []Arm
 	var names []string
-	for _, a := range KnownArms {
+	for _, a := range known {
 		names = append(names, a.Name)
 	}
 	for _, n := range strings.Split(s, ",") {
@@ -64,7 +75,7 @@ func ParseArms(s string) ([]Arm, error) {
 		if slices.ContainsFunc(arms, func(a Arm) bool { return a.Name == n }) {
 			return nil, fmt.Errorf("-arms: arm %q given twice", n)
 		}
-		arms = append(arms, KnownArms[i])
+		arms = append(arms, known[i])
 	}
 	if len(arms) < 2 || arms[0].Name != Stock.Name {
 		return nil, fmt.Errorf("-arms: invalid value %q: want stock first (the baseline), then at least one arm with memcgd", s)

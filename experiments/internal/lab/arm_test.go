@@ -29,6 +29,7 @@ func TestOrderRotatesWhichArmRunsFirst(t *testing.T) {
 func TestParseArmsWantsStockFirstAndKnownArmsOnce(t *testing.T) {
 	tests := []struct {
 		in      string
+		extra   []Arm    // the experiment's own arms
 		want    []string // arm names; nil for an error
 		errPart string
 	}{
@@ -39,9 +40,11 @@ func TestParseArmsWantsStockFirstAndKnownArmsOnce(t *testing.T) {
 		{in: "stock", errPart: "at least one arm with memcgd"},
 		{in: "stock,tracker", errPart: `invalid arm "tracker": allowed stock, memcgd, fallback`},
 		{in: "stock,memcgd,memcgd", errPart: "given twice"},
+		{in: "stock,memcgd,selfpaced", errPart: `invalid arm "selfpaced"`}, // only where the experiment offers it
+		{in: "stock,memcgd,selfpaced", extra: []Arm{SelfPaced}, want: []string{"stock", "memcgd", "selfpaced"}},
 	}
 	for _, tt := range tests {
-		arms, err := ParseArms(tt.in)
+		arms, err := ParseArms(tt.in, tt.extra...)
 		if tt.want == nil {
 			if err == nil || !strings.Contains(err.Error(), tt.errPart) {
 				t.Errorf("ParseArms(%q) = %v, %v; want an error with %q", tt.in, arms, err, tt.errPart)

@@ -36,6 +36,9 @@ type Flags struct {
 	// with -vm they are passed into it unless set on the command line.
 	// They are the experiment's to set; they are not flags.
 	VMDefaults map[string]string
+	// ExtraArms are arms the experiment knows besides KnownArms (e1:
+	// SelfPaced). It is the experiment's to set; it is not a flag.
+	ExtraArms []Arm
 }
 
 // Register defines the flags on fs.
@@ -46,10 +49,22 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Nice, "nice", DeployNice, "nice value the daemon runs at; the default is deploy/memcgd.service's Nice=")
 	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance; the summary gives the median of each run's figures")
 	fs.StringVar(&f.Arms, "arms", DefaultArms, "arms to run, comma-separated, stock first: stock (no memcgd), memcgd (its defaults: the eBPF tracker where it loads), "+
-		"fallback (memcgd "+TrackerOffFlag+")")
+		"fallback (memcgd "+TrackerOffFlag+")"+extraArmsHelp(f.ExtraArms))
 	fs.StringVar(&f.Writer, "writer", "", "prebuilt experiments/writer binary (default: go build ./experiments/writer)")
 	fs.StringVar(&f.Revision, "revision", "", "source revision to report (default: from git)")
 	f.VM.register(fs)
+}
+
+// extraArmsHelp names an experiment's extra arms for -arms' help.
+func extraArmsHelp(extra []Arm) string {
+	var s string
+	for _, a := range extra {
+		s += ", " + a.Name
+		if a.SelfPaced {
+			s += " (no memcgd; the writer paces itself to the dirty limit: the ceiling of any throttle)"
+		}
+	}
+	return s
 }
 
 // Bench is what an experiment's body gets: the lab, the built binaries and
@@ -91,7 +106,7 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	if f.Runs < 1 {
 		return fmt.Errorf("-runs: invalid value %d: want 1 or more", f.Runs)
 	}
-	arms, err := ParseArms(f.Arms)
+	arms, err := ParseArms(f.Arms, f.ExtraArms...)
 	if err != nil {
 		return err
 	}

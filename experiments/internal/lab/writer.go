@@ -33,6 +33,9 @@ type Writer struct {
 	Size, Chunk, Rate uint64
 	// Fsync makes it fsync the file at the end.
 	Fsync bool
+	// Budget, when not 0, makes it pace itself: at most Budget bytes
+	// dirty or under writeback (its -budget).
+	Budget uint64
 }
 
 // Run runs the writer inside c and returns its report and usage.
@@ -44,6 +47,9 @@ func (w Writer) Run(ctx context.Context, c *Cgroup) (WriterResult, Usage, error)
 	}
 	if w.Fsync {
 		args = append(args, "-fsync")
+	}
+	if w.Budget != 0 {
+		args = append(args, "-budget", strconv.FormatUint(w.Budget, 10))
 	}
 	out, u, err := Run(c.Command(ctx, w.Bin, args...))
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +30,16 @@ type FS struct {
 	log             *slog.Logger
 	notifying       atomic.Bool // CgroupEvents was called
 
-	readers sync.Pool // *Reader: each is single-goroutine
+	// readers are idle Readers, each keeping the files it read open
+	// (Reader.KeepFilesOpen); at most cap(readers) are kept, and one
+	// returned beyond that is closed, so that no file is left open
+	// unaccounted.
+	readers chan *Reader
 }
+
+// idleReaders is how many idle Readers FS keeps: the agent's workers and
+// the odd concurrent caller.
+const idleReaders = 4
 
 var (
 	_ host.Host           = (*FS)(nil)
@@ -100,8 +107,42 @@ func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
 		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
-	fs.readers.New = func() any { return NewReader(l) }
+	fs.readers = make(chan *Reader, idleReaders)
 	return fs, nil
+}
+
+// reader returns an idle Reader, or a new one.
+func (fs *FS) reader() *Reader {
+	select {
+	case r := <-fs.readers:
+		return r
+	default:
+		r := NewReader(fs.layout)
+		r.KeepFilesOpen()
+		return r
+	}
+}
+
+// putReader makes r idle again, or closes it when enough are.
+func (fs *FS) putReader(r *Reader) {
+	select {
+	case fs.readers <- r:
+	default:
+		r.Close()
+	}
+}
+
+// Close closes the files FS keeps open for reading. FS may be used
+// again; it reopens them.
+func (fs *FS) Close() {
+	for {
+		select {
+		case r := <-fs.readers:
+			r.Close()
+		default:
+			return
+		}
+	}
 }
 
 // Layout is the hierarchies FS works in.
@@ -119,9 +160,9 @@ func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
 // free memory, as the kernel's global dirtyable memory does
 // (mm/page-writeback.c, global_dirtyable_memory).
 func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
-	r := fs.readers.Get().(*Reader)
+	r := fs.reader()
 	s, err := r.Observe(cg)
-	fs.readers.Put(r)
+	fs.putReader(r)
 	if err != nil {
 		return s, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,10 @@ type Reader struct {
 	// buf holds the file's contents; it grows to the largest file read.
 	buf []byte
 
+	// kept holds files open between reads (KeepFilesOpen); nil opens
+	// and closes every file per read.
+	kept *keptFiles
+
 	statV1 format.MemoryStatV1
 	statV2 format.MemoryStatV2
 	events format.MemoryEvents
@@ -34,6 +39,22 @@ type Reader struct {
 // NewReader returns a Reader for the hierarchies of l.
 func NewReader(l Layout) *Reader {
 	return &Reader{layout: l, path: make([]byte, 0, 256), buf: make([]byte, 8192)}
+}
+
+// KeepFilesOpen makes r keep the files it reads open between reads (at
+// most a second each), so that reading the same cgroup again costs no
+// open. The caller must Close r when done with it.
+func (r *Reader) KeepFilesOpen() {
+	if r.kept == nil {
+		r.kept = &keptFiles{}
+	}
+}
+
+// Close closes the files r keeps open. r may be used again.
+func (r *Reader) Close() {
+	if r.kept != nil {
+		r.kept.close()
+	}
 }
 
 // Observe reads the state of cg: from memory.usage_in_bytes,
@@ -239,6 +260,9 @@ func (r *Reader) read(h Hierarchy, cg host.Cgroup, name string) ([]byte, error) 
 	if !r.setPath(h, cg, name) {
 		return nil, fmt.Errorf("observe %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
 	}
+	if r.kept != nil {
+		return r.readKept(cg)
+	}
 	fd, err := openRead(r.path)
 	if err != nil {
 		return nil, r.fileError(cg, err)
@@ -261,6 +285,30 @@ func (r *Reader) read(h Hierarchy, cg host.Cgroup, name string) ([]byte, error) 
 		}
 		n += m
 	}
+}
+
+// readKept is read through the files r keeps open: the kept file when
+// there is one, else the file opened afresh and kept. A kept file that
+// fails (its cgroup removed) is closed and the path opened again.
+func (r *Reader) readKept(cg host.Cgroup) ([]byte, error) {
+	now := time.Now()
+	if fd, ok := r.kept.get(r.path, now); ok {
+		if b, err := preadAll(fd, &r.buf); err == nil {
+			return b, nil
+		}
+		r.kept.drop(r.path)
+	}
+	fd, err := openRead(r.path)
+	if err != nil {
+		return nil, r.fileError(cg, err)
+	}
+	b, err := preadAll(fd, &r.buf)
+	if err != nil {
+		unix.Close(fd)
+		return nil, r.fileError(cg, err)
+	}
+	r.kept.put(r.path, fd, now)
+	return b, nil
 }
 
 func (r *Reader) fileError(cg host.Cgroup, err error) error {

@@ -187,6 +187,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
+	defer fs.Close()
 	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
 	if err != nil {
 		return err

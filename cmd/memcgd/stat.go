@@ -102,6 +102,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, nil)
+			defer fs.Close()
 			var cgs []host.Cgroup
 			if one != "" {
 				cgs = []host.Cgroup{one}

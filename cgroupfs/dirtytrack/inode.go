@@ -64,8 +64,12 @@ func (t *Tracker) Inodes(id uint64) ([]Inode, error) {
 	var out []Inode
 	var stale []dirtytrackInodeKey
 	const batch = 4096
-	keys := make([]dirtytrackInodeKey, batch)
-	vals := make([]dirtytrackInodeVal, batch)
+	t.scanMu.Lock()
+	defer t.scanMu.Unlock()
+	if t.scanKeys == nil {
+		t.scanKeys, t.scanVals = make([]dirtytrackInodeKey, batch), make([]dirtytrackInodeVal, batch)
+	}
+	keys, vals := t.scanKeys, t.scanVals
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := t.objs.Inodes.BatchLookup(&cursor, keys, vals, nil)

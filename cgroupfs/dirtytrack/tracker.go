@@ -147,6 +147,13 @@ type Tracker struct {
 	mounts  map[uint64]string // superblock dev -> a mount point of it, for OpenInode
 	closed  bool
 	closeMu sync.Once
+
+	// scanMu guards the buffers Inodes reads the inode map into, kept
+	// between calls: a write-out calls it, hundreds of times a second for
+	// a throttled writer, and fresh buffers cost 160 KB each.
+	scanMu   sync.Mutex
+	scanKeys []dirtytrackInodeKey
+	scanVals []dirtytrackInodeVal
 }
 
 // Load loads and attaches the tracker. Every error wraps ErrUnavailable

@@ -175,6 +175,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	t.Logf("all rounds: dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d MiB); throughput vs stock, median of %d rounds: %.0f %% (lowest %.0f %%)",
 		float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, dirtyBytes/mib, rounds, 100*median, 100*ratios[0])
 	t.Logf("host calls of 5 ms or more (the daemon's debug log), per call: %s", slowCalls(d.logText()))
+	t.Logf("tracker wake-ups, from the kernel's record to the daemon's receipt (its debug log): %s", wakeLags(d.logText()))
 	st := d.stat(w.Path)
 	t.Logf("memcgd stat %s: throttle_pauses %d, throttle_paused_us %d, writeout_targeted %d, writeout_flush %d, throttle_available %d, dirty_tracker %d",
 		w.Path, st["throttle_pauses"], st["throttle_paused_us"], st["writeout_targeted"], st["writeout_flush"], st["throttle_available"], st["dirty_tracker"])
@@ -261,6 +262,38 @@ func longestAbove(xs []uint64, at []time.Duration, level uint64) (from, until ti
 		i = j
 	}
 	return from, until, peak
+}
+
+// wakeLags gives the distribution of the lags of the daemon's "tracker
+// wake" debug lines: how long each wake-up took from the tracker's
+// record in the kernel to the daemon's receipt.
+func wakeLags(log string) string {
+	var lags []time.Duration
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, `msg="tracker wake"`) {
+			continue
+		}
+		_, rest, ok := strings.Cut(l, " lag=")
+		if !ok {
+			continue
+		}
+		if d, err := time.ParseDuration(strings.Fields(rest + " ")[0]); err == nil {
+			lags = append(lags, d)
+		}
+	}
+	if len(lags) == 0 {
+		return "none"
+	}
+	slices.Sort(lags)
+	at := func(p int) time.Duration { return lags[(len(lags)-1)*p/100] }
+	over := 0
+	for _, d := range lags {
+		if d > 2*time.Millisecond {
+			over++
+		}
+	}
+	return fmt.Sprintf("%d, p50 %v, p90 %v, p99 %v, max %v, %d over 2 ms", len(lags),
+		at(50).Round(time.Microsecond), at(90).Round(time.Microsecond), at(99).Round(time.Microsecond), lags[len(lags)-1].Round(time.Microsecond), over)
 }
 
 // slowCalls sums up the daemon's "slow host call" debug lines: per call,

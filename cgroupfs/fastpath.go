@@ -58,7 +58,7 @@ func newFastPath(tr *dirtytrack.Tracker, reason string, mem Hierarchy, under hos
 		made: make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
 	}
 	if tr != nil {
-		go f.dispatch()
+		tr.Handle(f.handle)
 	}
 	return f
 }
@@ -201,20 +201,16 @@ func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
 	f.mu.Unlock()
 }
 
-// dispatch reads the tracker's events until the tracker is closed.
-func (f *fastPath) dispatch() {
-	for ev := range f.tr.Events() {
-		f.handle(ev)
-	}
-}
-
 // handle hands a wake-up to the Watcher, and a mkdir or rmdir beneath the
-// managed subtree to the notifier, forgetting a removed cgroup first.
+// managed subtree to the notifier, forgetting a removed cgroup first. The
+// tracker calls it on its ring readers' goroutines (Tracker.Handle): a
+// wake-up and a cgroup event may be handled at once.
 func (f *fastPath) handle(ev dirtytrack.Event) {
 	switch ev.Kind {
 	case dirtytrack.Wake:
 		// The sink takes the Watcher's mu, which its loop holds through
 		// a pass of the usage poll: not under f.mu, which Dirtied needs.
+		received := dirtytrack.MonotonicNow()
 		f.mu.Lock()
 		cg, ok := f.cgs[ev.ID]
 		wake := f.wake
@@ -224,8 +220,12 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		}
 		if ok && f.log.Enabled(context.Background(), slog.LevelDebug) {
 			// How long the wake-up took from the kernel to the
-			// Watcher's queue: the first part of the reaction.
-			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", dirtytrack.MonotonicNow()-ev.Time)
+			// Watcher's queue, the first part of the reaction: out of
+			// the ring buffer (read), to this goroutine (received),
+			// then into the queue (sink).
+			now := dirtytrack.MonotonicNow()
+			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", now-ev.Time,
+				"read", ev.Read-ev.Time, "received", received-ev.Read, "sink", now-received)
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)

@@ -1,10 +1,6 @@
 package cgroupfs
 
-import (
-	"sync/atomic"
-
-	"github.com/memcgd/memcgd/host"
-)
+import "github.com/memcgd/memcgd/host"
 
 // wakeQueue is the Watcher's queue of reported cgroups not yet received:
 // a ring, oldest at head, in which a cgroup occupies at most one place
@@ -16,36 +12,37 @@ type wakeQueue struct {
 	n      int
 	queued map[host.Cgroup]bool
 	// seq numbers the reports; last is the number of each queued
-	// cgroup's latest. The receipt of a cgroup and the pop that follows
-	// it are not one step: a report between them would coalesce into
-	// one already received and be lost, and a source that reports once
-	// per Watch (the eBPF tracker) would not report again. send reads
-	// seq right after the receipt; a later report queues the cgroup again
-	// at the pop. (Only a report in the few instructions between the
-	// receipt and that read can still coalesce, unless the sender is
-	// preempted exactly there.)
-	seq  atomic.Uint64
-	last map[host.Cgroup]uint64
+	// cgroup's latest, and lastOnce of its latest from a source that
+	// reports once per Watch (the eBPF tracker). A report made after the
+	// receipt of a cgroup but before its pop must queue it again, not
+	// coalesce into the one received: such a source would not report
+	// again (send).
+	seq      uint64
+	last     map[host.Cgroup]uint64
+	lastOnce map[host.Cgroup]uint64
 }
 
 func newWakeQueue(size int) wakeQueue {
-	return wakeQueue{ring: make([]host.Cgroup, size), queued: make(map[host.Cgroup]bool), last: make(map[host.Cgroup]uint64)}
+	return wakeQueue{ring: make([]host.Cgroup, size), queued: make(map[host.Cgroup]bool),
+		last: make(map[host.Cgroup]uint64), lastOnce: make(map[host.Cgroup]uint64)}
 }
 
 // push queues cg unless it is queued already, and reports false if the
-// ring is full.
-func (q *wakeQueue) push(cg host.Cgroup) bool {
-	if q.queued[cg] {
-		q.last[cg] = q.seq.Add(1)
-		return true
+// ring is full. once says the report's source reports once per Watch.
+func (q *wakeQueue) push(cg host.Cgroup, once bool) bool {
+	if !q.queued[cg] {
+		if q.n == len(q.ring) {
+			return false
+		}
+		q.ring[(q.head+q.n)%len(q.ring)] = cg
+		q.n++
+		q.queued[cg] = true
 	}
-	if q.n == len(q.ring) {
-		return false
+	q.seq++
+	q.last[cg] = q.seq
+	if once {
+		q.lastOnce[cg] = q.seq
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = cg
-	q.n++
-	q.queued[cg] = true
-	q.last[cg] = q.seq.Add(1)
 	return true
 }
 
@@ -57,24 +54,43 @@ func (q *wakeQueue) front() (host.Cgroup, bool) {
 	return q.ring[q.head], true
 }
 
-// pop removes the oldest queued cgroup, received when seq was received,
-// and queues it again if it was reported since.
-func (q *wakeQueue) pop(received uint64) {
+// latest returns the number of the latest report of the oldest queued
+// cgroup.
+func (q *wakeQueue) latest() uint64 {
+	return q.last[q.ring[q.head]]
+}
+
+// pop removes the oldest queued cgroup, whose latest report had the
+// number seen when it was received, and queues it again if it was
+// reported since; with onceOnly, only by a source that reports once per
+// Watch.
+func (q *wakeQueue) pop(seen uint64, onceOnly bool) {
 	cg := q.ring[q.head]
-	again := q.last[cg] > received
+	again, once := q.last[cg] > seen, q.lastOnce[cg] > seen
+	if onceOnly {
+		again = once
+	}
 	delete(q.queued, cg)
 	delete(q.last, cg)
+	delete(q.lastOnce, cg)
 	q.ring[q.head] = ""
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
 	if again {
-		q.push(cg)
+		q.push(cg, once)
 	}
 }
 
 // report queues cg for Events unless it is queued already.
-func (w *Watcher) report(cg host.Cgroup) {
-	if !w.queue.push(cg) {
+func (w *Watcher) report(cg host.Cgroup) { w.reportFrom(cg, false) }
+
+// reportOnce is report for a source that reports once per Watch (the
+// eBPF tracker): its report is never coalesced into one already on its
+// way to the receiver.
+func (w *Watcher) reportOnce(cg host.Cgroup) { w.reportFrom(cg, true) }
+
+func (w *Watcher) reportFrom(cg host.Cgroup, once bool) {
+	if !w.queue.push(cg, once) {
 		w.dropped.Add(1)
 		return
 	}
@@ -101,14 +117,38 @@ func (w *Watcher) send() {
 				return
 			}
 		}
+		// A receiver already waiting (the agent's loop idle in its
+		// select) takes it at once: the receipt is now, and a report
+		// made since the number was read came after it.
+		w.mu.Lock()
+		seen := w.queue.latest()
+		w.mu.Unlock()
+		select {
+		case w.out <- cg:
+			w.mu.Lock()
+			w.queue.pop(seen, false)
+			w.mu.Unlock()
+			continue
+		default:
+		}
+		// Otherwise the kernel's reports made while it waits coalesce
+		// into it (a storm of vmpressure events is one report), and so
+		// do those made between the receipt and this goroutine's next
+		// run, which cannot be told apart: the kernel reports again
+		// while the condition holds. A report from a source that
+		// reports once per Watch made since the number was read
+		// queues it again, at the cost of a report received twice
+		// when it came before the receipt: lost, it left a writer
+		// unseen (TestTrackedWatcherReportsDirtiedAbove, 1 write in
+		// about 100, once the tracker's wake-ups reached the Watcher
+		// without a hand-off between goroutines).
 		select {
 		case w.out <- cg:
 		case <-w.done:
 			return
 		}
-		received := w.queue.seq.Load()
 		w.mu.Lock()
-		w.queue.pop(received)
+		w.queue.pop(seen, true)
 		w.mu.Unlock()
 	}
 }

@@ -45,7 +45,7 @@ func (fs *FS) NewWatcher(opts WatcherOptions) (*TrackedWatcher, error) {
 			w.mu.Lock()
 			defer w.unlock()
 			if !w.closed && w.watches[cg] != nil {
-				w.report(cg)
+				w.reportOnce(cg)
 			}
 		})
 	}

@@ -48,6 +48,9 @@ type Event struct {
 	// Time is when the kernel sent it, on CLOCK_MONOTONIC (time since
 	// boot, suspend excluded): compare with MonotonicNow.
 	Time time.Duration
+	// Read is when the tracker took it from the ring buffer, on the same
+	// clock: Read − Time is the ring buffer's delivery.
+	Read time.Duration
 	// Level, Parent and Path describe a created or removed cgroup: its
 	// depth (1 for a child of the root), its parent's id, and its path in
 	// the memory hierarchy as the kernel's cgroup_path() prints it,
@@ -103,6 +106,34 @@ func decodeEvent(b []byte) (Event, error) {
 // and drops cgroup events (Stats.Dropped) rather than block.
 func (t *Tracker) Events() <-chan Event { return t.out }
 
+// Handle makes the tracker call fn with every event instead of sending it
+// to Events, on the goroutine that read it from the kernel's ring: one
+// per ring, so wake-ups and cgroup events may be handled concurrently,
+// each kind in order. Events already waiting in Events are handed to fn
+// first. It saves a wake-up its hand-off from one goroutine to another,
+// which took 265 µs at the median and 1.9 ms at p90 while a writer ran at
+// full speed on the 2-CPU host (test/daemon's unpaced writer test). fn
+// must return soon: while it runs its ring is not read.
+func (t *Tracker) Handle(fn func(Event)) {
+	t.handler.Store(&fn)
+	t.drain(fn)
+}
+
+// drain hands the events waiting in Events to fn.
+func (t *Tracker) drain(fn func(Event)) {
+	for {
+		select {
+		case ev, ok := <-t.out:
+			if !ok {
+				return
+			}
+			fn(ev)
+		default:
+			return
+		}
+	}
+}
+
 // readEvents moves records from a ring buffer to Events.
 func (t *Tracker) readEvents(ring *ringbuf.Reader) {
 	defer t.wg.Done()
@@ -115,7 +146,9 @@ func (t *Tracker) readEvents(ring *ringbuf.Reader) {
 			t.opts.Logger.Warn("dirty tracker: read ring buffer", "err", err)
 			continue
 		}
+		read := MonotonicNow()
 		ev, err := decodeEvent(rec.RawSample)
+		ev.Read = read
 		if err != nil {
 			t.opts.Logger.Warn("dirty tracker: bad event", "err", err)
 			continue
@@ -125,10 +158,20 @@ func (t *Tracker) readEvents(ring *ringbuf.Reader) {
 				t.opts.Logger.Warn("dirty tracker: unwatch removed cgroup", "id", ev.ID, "path", ev.Path, "err", err)
 			}
 		}
+		if h := t.handler.Load(); h != nil {
+			(*h)(ev)
+			continue
+		}
 		select {
 		case t.out <- ev:
 		case <-t.done:
 			return
+		}
+		if h := t.handler.Load(); h != nil {
+			// Handle came after the check above, and may have drained
+			// Events before the send: the event would wait there for
+			// ever.
+			t.drain(*h)
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -132,8 +133,10 @@ type Tracker struct {
 	links []link.Link
 	rings []*ringbuf.Reader // wake-ups, cgroup events
 	out   chan Event
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// handler, when set (Handle), takes the events instead of out.
+	handler atomic.Pointer[func(Event)]
+	done    chan struct{}
+	wg      sync.WaitGroup
 	// cgroupEvents reports whether the mkdir/rmdir programs are attached.
 	cgroupEvents bool
 	loadTime     time.Duration

@@ -678,3 +678,43 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// With Handle, events reach the handler, stamped when they were read from
+// the ring, and no longer Events.
+func TestHandleTakesTheEvents(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	c := cgrouptest.New(t, l, 256*mib)
+	id := cgroupID(t, c)
+	got := make(chan dirtytrack.Event, 64)
+	tr.Handle(func(ev dirtytrack.Event) {
+		select {
+		case got <- ev:
+		default: // a test that fell behind loses events, not the tracker's reader
+		}
+	})
+	if err := tr.Watch(id, 1*mib); err != nil {
+		t.Fatal(err)
+	}
+	cgrouptest.DirtyFile(t, c, filepath.Join(diskDir(t), "data"), 4*mib)
+	deadline := time.After(wakeBound() + time.Second)
+	for {
+		select {
+		case ev := <-got:
+			if ev.Kind != dirtytrack.Wake || ev.ID != id {
+				continue
+			}
+			if ev.Dirtied <= 1*mib || ev.Read < ev.Time {
+				t.Errorf("wake-up at %d dirtied bytes, sent at %v and read at %v: want above %d, read after sent", ev.Dirtied, ev.Time, ev.Read, 1*mib)
+			}
+			select {
+			case ev := <-tr.Events():
+				t.Errorf("Events delivered %+v though a handler takes them", ev)
+			default:
+			}
+			return
+		case <-deadline:
+			t.Fatal("no wake-up reached the handler")
+		}
+	}
+}

@@ -175,7 +175,14 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	t.Logf("all rounds: dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d MiB); throughput vs stock, median of %d rounds: %.0f %% (lowest %.0f %%)",
 		float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, dirtyBytes/mib, rounds, 100*median, 100*ratios[0])
 	t.Logf("host calls of 5 ms or more (the daemon's debug log), per call: %s", slowCalls(d.logText()))
-	t.Logf("tracker wake-ups, from the kernel's record to the daemon's receipt (its debug log): %s", wakeLags(d.logText()))
+	for _, part := range []struct{ key, what string }{
+		{"lag", "from the kernel's record to the Watcher's queue"},
+		{"read", "of which out of the ring buffer"},
+		{"received", "then to the goroutine that queues it"},
+		{"sink", "then into the Watcher's queue"},
+	} {
+		t.Logf("tracker wake-ups (the daemon's debug log), %s: %s", part.what, wakeLags(d.logText(), part.key))
+	}
 	st := d.stat(w.Path)
 	t.Logf("memcgd stat %s: throttle_pauses %d, throttle_paused_us %d, writeout_targeted %d, writeout_flush %d, throttle_available %d, dirty_tracker %d",
 		w.Path, st["throttle_pauses"], st["throttle_paused_us"], st["writeout_targeted"], st["writeout_flush"], st["throttle_available"], st["dirty_tracker"])
@@ -264,16 +271,16 @@ func longestAbove(xs []uint64, at []time.Duration, level uint64) (from, until ti
 	return from, until, peak
 }
 
-// wakeLags gives the distribution of the lags of the daemon's "tracker
-// wake" debug lines: how long each wake-up took from the tracker's
-// record in the kernel to the daemon's receipt.
-func wakeLags(log string) string {
+// wakeLags gives the distribution of the durations under key in the
+// daemon's "tracker wake" debug lines (lag: from the tracker's record in
+// the kernel to the Watcher's queue, and its parts).
+func wakeLags(log, key string) string {
 	var lags []time.Duration
 	for _, l := range strings.Split(log, "\n") {
 		if !strings.Contains(l, `msg="tracker wake"`) {
 			continue
 		}
-		_, rest, ok := strings.Cut(l, " lag=")
+		_, rest, ok := strings.Cut(l, " "+key+"=")
 		if !ok {
 			continue
 		}

@@ -140,7 +140,7 @@ func (w *Watcher) send() {
 		// queues it again, at the cost of a report received twice
 		// when it came before the receipt: lost, it left a writer
 		// unseen (TestTrackedWatcherReportsDirtiedAbove, 1 write in
-		// about 100, once the tracker's wake-ups reached the Watcher
+		// about 300, once the tracker's wake-ups reached the Watcher
 		// without a hand-off between goroutines).
 		select {
 		case w.out <- cg:

@@ -450,3 +450,46 @@ func TestFSCgroupEventsWithin100ms(t *testing.T) {
 		})
 	}
 }
+
+// A receiver that falls behind by more than the queue loses reports, and
+// is then sent one Rescan, without another report to carry it: the
+// forwarder is woken by the drop itself (it once polled for it every
+// 10 ms, an idle daemon's 100 wake-ups a second).
+func TestFSCgroupEventsOwesARescanWhenTheReceiverFallsBehind(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := loadTracker(t)
+	if !tr.CgroupEvents() {
+		t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
+	}
+	p := cgrouptest.New(t, l, 0)
+	fs := trackedFS(t, l, p.Path, nil, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := fs.CgroupEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More cgroups than the queue holds, made while nothing receives.
+	var cgs []host.Cgroup
+	for i := range cgroupfs.DefaultNewCgroupsQueue + 64 {
+		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), "c"+strconv.Itoa(i))))
+	}
+	mkdirs(t, l, cgs)
+	deadline := time.After(10 * time.Second)
+	reported := 0
+	for {
+		select {
+		case ev := <-events:
+			if ev.Rescan {
+				if ev.Cgroup != p.Path {
+					t.Errorf("Rescan of %s, want the managed subtree %s", ev.Cgroup, p.Path)
+				}
+				t.Logf("%d of %d cgroups reported, then a Rescan", reported, len(cgs))
+				return
+			}
+			reported++
+		case <-deadline:
+			t.Fatalf("%d of %d cgroups reported and no Rescan within 10 s", reported, len(cgs))
+		}
+	}
+}

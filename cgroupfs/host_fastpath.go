@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/host"
@@ -121,12 +120,20 @@ func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error)
 		return nil, errors.New("cgroup events: already started")
 	}
 	in := make(chan host.CgroupEvent, DefaultNewCgroupsQueue)
+	// owed says a report was dropped; dropped wakes the forwarder to
+	// send the Rescan it owes even if no report follows. (A ticker did
+	// that before: 100 wake-ups a second of an idle daemon, for nothing.)
 	var owed atomic.Bool
+	dropped := make(chan struct{}, 1)
 	push := func(ev host.CgroupEvent) {
 		select {
 		case in <- ev:
 		default:
 			owed.Store(true)
+			select {
+			case dropped <- struct{}{}:
+			default:
+			}
 		}
 	}
 	var stop func()
@@ -153,18 +160,13 @@ func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error)
 	go func() {
 		defer close(out)
 		defer stop()
-		retry := time.NewTicker(rescanRetry)
-		defer retry.Stop()
 		for {
 			var ev host.CgroupEvent
 			select {
 			case <-ctx.Done():
 				return
 			case ev = <-in:
-			case <-retry.C:
-				if !owed.Load() {
-					continue
-				}
+			case <-dropped:
 			}
 			if owed.CompareAndSwap(true, false) {
 				select {

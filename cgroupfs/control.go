@@ -26,37 +26,41 @@ import (
 // where four do. The v1 squeeze reads several per step, at hundreds of
 // steps a second for a fast writer.
 func readControl(p string) (string, error) {
-	fd, err := openReadPath(p)
+	fd, err := openRead(append([]byte(p), 0))
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", p, vanished(err))
 	}
 	defer unix.Close(fd)
 	var buf [512]byte // most control files are a line; memory.stat is 1-2 KiB
-	b := buf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := unix.Read(fd, b[len(b):cap(b)])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return "", fmt.Errorf("read %s: %w", p, vanished(err))
-		case n == 0:
-			return strings.TrimSuffix(string(b), "\n"), nil
-		}
-		b = b[:len(b)+n]
+	b := buf[:]
+	out, err := preadAll(fd, &b)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, vanished(err))
 	}
+	return strings.TrimSuffix(string(out), "\n"), nil
 }
 
-// openReadPath opens p for reading.
-func openReadPath(p string) (int, error) {
+// preadAll reads fd from offset 0 into *buf, growing it as needed, and
+// returns what it read. On a kernfs control file a read at offset 0
+// regenerates the contents (fs/seq_file.c, seq_read_iter), so a file kept
+// open reads as fresh as a new one.
+func preadAll(fd int, buf *[]byte) ([]byte, error) {
+	n := 0
 	for {
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
-			return fd, err
+		if n == len(*buf) {
+			*buf = append(*buf, make([]byte, len(*buf))...)
 		}
+		m, err := unix.Pread(fd, (*buf)[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return (*buf)[:n], nil
+		}
+		n += m
 	}
 }
 

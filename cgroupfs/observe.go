@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -255,59 +254,35 @@ func (r *Reader) parseError(h Hierarchy, cg host.Cgroup, name string, err error)
 // read returns the contents of the file name in cg's directory of h, in
 // r.buf, valid until the next read. It opens, reads and closes the file
 // through system calls on a reused NUL-terminated path, since os.Open and
-// the string-taking wrappers of x/sys/unix allocate on every call.
+// the string-taking wrappers of x/sys/unix allocate on every call; with
+// KeepFilesOpen it reads the file kept open instead, and keeps the one it
+// opens. A kept file that fails (its cgroup removed) is closed and the
+// path opened again.
 func (r *Reader) read(h Hierarchy, cg host.Cgroup, name string) ([]byte, error) {
 	if !r.setPath(h, cg, name) {
 		return nil, fmt.Errorf("observe %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
 	}
 	if r.kept != nil {
-		return r.readKept(cg)
-	}
-	fd, err := openRead(r.path)
-	if err != nil {
-		return nil, r.fileError(cg, err)
-	}
-	defer unix.Close(fd)
-	n := 0
-	for {
-		if n == len(r.buf) {
-			r.buf = append(r.buf, make([]byte, len(r.buf))...)
+		if fd, ok := r.kept.get(r.path); ok {
+			if b, err := preadAll(fd, &r.buf); err == nil {
+				return b, nil
+			}
+			r.kept.drop(r.path)
 		}
-		m, err := unix.Read(fd, r.buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, r.fileError(cg, err)
-		}
-		if m == 0 {
-			return r.buf[:n], nil
-		}
-		n += m
-	}
-}
-
-// readKept is read through the files r keeps open: the kept file when
-// there is one, else the file opened afresh and kept. A kept file that
-// fails (its cgroup removed) is closed and the path opened again.
-func (r *Reader) readKept(cg host.Cgroup) ([]byte, error) {
-	now := time.Now()
-	if fd, ok := r.kept.get(r.path, now); ok {
-		if b, err := preadAll(fd, &r.buf); err == nil {
-			return b, nil
-		}
-		r.kept.drop(r.path)
 	}
 	fd, err := openRead(r.path)
 	if err != nil {
 		return nil, r.fileError(cg, err)
 	}
 	b, err := preadAll(fd, &r.buf)
-	if err != nil {
+	if err != nil || r.kept == nil {
 		unix.Close(fd)
+	} else {
+		r.kept.put(r.path, fd)
+	}
+	if err != nil {
 		return nil, r.fileError(cg, err)
 	}
-	r.kept.put(r.path, fd, now)
 	return b, nil
 }
 

@@ -1,7 +1,6 @@
 package cgroupfs
 
 import (
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,12 +43,12 @@ const (
 
 // get returns the kept file at path (NUL-terminated), if any and young
 // enough; an old one is closed.
-func (o *keptFiles) get(path []byte, now time.Time) (int, bool) {
+func (o *keptFiles) get(path []byte) (int, bool) {
 	f, ok := o.files[string(path)]
 	if !ok {
 		return -1, false
 	}
-	if now.Sub(f.opened) >= maxAge {
+	if time.Since(f.opened) >= maxAge {
 		o.drop(path)
 		return -1, false
 	}
@@ -57,14 +56,14 @@ func (o *keptFiles) get(path []byte, now time.Time) (int, bool) {
 }
 
 // put keeps fd open for path.
-func (o *keptFiles) put(path []byte, fd int, now time.Time) {
+func (o *keptFiles) put(path []byte, fd int) {
 	if o.files == nil {
 		o.files = make(map[string]keptFile)
 	}
 	if len(o.files) >= maxOpenFiles {
 		o.close()
 	}
-	o.files[string(path)] = keptFile{fd: fd, opened: now}
+	o.files[string(path)] = keptFile{fd: fd, opened: time.Now()}
 }
 
 // drop closes the file kept for path.
@@ -80,27 +79,5 @@ func (o *keptFiles) close() {
 	for p, f := range o.files {
 		unix.Close(f.fd)
 		delete(o.files, p)
-	}
-}
-
-// preadAll reads fd from offset 0 into *buf, growing it as needed, and
-// returns what it read.
-func preadAll(fd int, buf *[]byte) ([]byte, error) {
-	n := 0
-	for {
-		if n == len(*buf) {
-			*buf = append(*buf, make([]byte, len(*buf))...)
-		}
-		m, err := unix.Pread(fd, (*buf)[n:], int64(n))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			return (*buf)[:n], nil
-		}
-		n += m
 	}
 }

@@ -46,18 +46,14 @@ func (q *wakeQueue) push(cg host.Cgroup, once bool) bool {
 	return true
 }
 
-// front returns the oldest queued cgroup, if any.
-func (q *wakeQueue) front() (host.Cgroup, bool) {
+// front returns the oldest queued cgroup, if any, and the number of its
+// latest report, for pop.
+func (q *wakeQueue) front() (cg host.Cgroup, seen uint64, ok bool) {
 	if q.n == 0 {
-		return "", false
+		return "", 0, false
 	}
-	return q.ring[q.head], true
-}
-
-// latest returns the number of the latest report of the oldest queued
-// cgroup.
-func (q *wakeQueue) latest() uint64 {
-	return q.last[q.ring[q.head]]
+	cg = q.ring[q.head]
+	return cg, q.last[cg], true
 }
 
 // pop removes the oldest queued cgroup, whose latest report had the
@@ -107,7 +103,7 @@ func (w *Watcher) send() {
 	defer close(w.out)
 	for {
 		w.mu.Lock()
-		cg, ok := w.queue.front()
+		cg, seen, ok := w.queue.front()
 		w.mu.Unlock()
 		if !ok {
 			select {
@@ -120,9 +116,6 @@ func (w *Watcher) send() {
 		// A receiver already waiting (the agent's loop idle in its
 		// select) takes it at once: the receipt is now, and a report
 		// made since the number was read came after it.
-		w.mu.Lock()
-		seen := w.queue.latest()
-		w.mu.Unlock()
 		select {
 		case w.out <- cg:
 			w.mu.Lock()

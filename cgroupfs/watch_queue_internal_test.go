@@ -21,8 +21,8 @@ func TestWakeQueueKeepsAReportMadeAfterTheReceipt(t *testing.T) {
 	tests := []struct {
 		name string
 		// ops: "push /x" (a kernel report), "once /x" (a report from a
-		// source that reports once per Watch), "ready" (send reads
-		// the number of the front's latest report), "taken" (a
+		// source that reports once per Watch), "ready" (send takes the
+		// front and the number of its latest report), "taken" (a
 		// receiver that was waiting took the front), "waited" (send
 		// waited for a receiver and has just seen the front taken).
 		ops  []string
@@ -46,7 +46,7 @@ func TestWakeQueueKeepsAReportMadeAfterTheReceipt(t *testing.T) {
 				case "push", "once":
 					q.push(host.Cgroup(arg), op == "once")
 				case "ready":
-					seen = q.latest()
+					_, seen, _ = q.front()
 				case "taken":
 					q.pop(seen, false)
 				case "waited":
@@ -57,9 +57,9 @@ func TestWakeQueueKeepsAReportMadeAfterTheReceipt(t *testing.T) {
 			}
 			var got []host.Cgroup
 			for q.n > 0 {
-				cg, _ := q.front()
+				cg, seen, _ := q.front()
 				got = append(got, cg)
-				q.pop(q.latest(), false)
+				q.pop(seen, false)
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("%v: left queued %v, want %v", tt.ops, got, tt.want)

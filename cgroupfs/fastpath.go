@@ -210,7 +210,6 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 	case dirtytrack.Wake:
 		// The sink takes the Watcher's mu, which its loop holds through
 		// a pass of the usage poll: not under f.mu, which Dirtied needs.
-		received := dirtytrack.MonotonicNow()
 		f.mu.Lock()
 		cg, ok := f.cgs[ev.ID]
 		wake := f.wake
@@ -221,11 +220,11 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		if ok && f.log.Enabled(context.Background(), slog.LevelDebug) {
 			// How long the wake-up took from the kernel to the
 			// Watcher's queue, the first part of the reaction: out of
-			// the ring buffer (read), to this goroutine (received),
-			// then into the queue (sink).
+			// the ring buffer (read), then into the queue (sink), on
+			// the same goroutine (Tracker.Handle).
 			now := dirtytrack.MonotonicNow()
 			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", now-ev.Time,
-				"read", ev.Read-ev.Time, "received", received-ev.Read, "sink", now-received)
+				"read", ev.Read-ev.Time, "sink", now-ev.Read)
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)

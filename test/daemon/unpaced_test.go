@@ -178,7 +178,6 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	for _, part := range []struct{ key, what string }{
 		{"lag", "from the kernel's record to the Watcher's queue"},
 		{"read", "of which out of the ring buffer"},
-		{"received", "then to the goroutine that queues it"},
 		{"sink", "then into the Watcher's queue"},
 	} {
 		t.Logf("tracker wake-ups (the daemon's debug log), %s: %s", part.what, wakeLags(d.logText(), part.key))

@@ -382,6 +382,30 @@ func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
 	t.Logf("without a freezer: %v", err)
 }
 
+// startCgroupEvents makes a cgroup p and starts FS.CgroupEvents over the
+// subtree it heads: from the tracker's cgroup tracepoints with tracker
+// (it must load with them), else from inotify. cancel ends the reports;
+// the test's cleanup does too.
+func startCgroupEvents(t *testing.T, l cgroupfs.Layout, tracker bool) (p *cgrouptest.Cgroup, events <-chan host.CgroupEvent, cancel context.CancelFunc) {
+	t.Helper()
+	var tr *dirtytrack.Tracker
+	if tracker {
+		tr = loadTracker(t)
+		if !tr.CgroupEvents() {
+			t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
+		}
+	}
+	p = cgrouptest.New(t, l, 0)
+	fs := trackedFS(t, l, p.Path, nil, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	events, err := fs.CgroupEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, events, cancel
+}
+
 // New and removed cgroups beneath the managed subtree are reported through
 // FS.CgroupEvents within reportBound() (100 ms on the host), from the
 // tracker's tracepoints and, without it, from inotify.
@@ -392,21 +416,7 @@ func TestFSCgroupEventsWithin100ms(t *testing.T) {
 		tracker bool
 	}{{"tracker", true}, {"inotify", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tr *dirtytrack.Tracker
-			if tc.tracker {
-				tr = loadTracker(t)
-				if !tr.CgroupEvents() {
-					t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
-				}
-			}
-			p := cgrouptest.New(t, l, 0)
-			fs := trackedFS(t, l, p.Path, nil, tr)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			events, err := fs.CgroupEvents(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, events, cancel := startCgroupEvents(t, l, tc.tracker)
 			in := make(chan received, 1<<12)
 			go func() {
 				for ev := range events {
@@ -457,18 +467,7 @@ func TestFSCgroupEventsWithin100ms(t *testing.T) {
 // 10 ms, an idle daemon's 100 wake-ups a second).
 func TestFSCgroupEventsOwesARescanWhenTheReceiverFallsBehind(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
-	if !tr.CgroupEvents() {
-		t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
-	}
-	p := cgrouptest.New(t, l, 0)
-	fs := trackedFS(t, l, p.Path, nil, tr)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events, err := fs.CgroupEvents(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, events, _ := startCgroupEvents(t, l, true)
 	// More cgroups than the queue holds, made while nothing receives.
 	var cgs []host.Cgroup
 	for i := range cgroupfs.DefaultNewCgroupsQueue + 64 {

@@ -252,14 +252,9 @@ func TestEpisodeKeepsEveryDirtyPageInFlight(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	for i, st := range steps {
 		now := t0.Add(st.at)
-		d := c.Step(Input{
-			Now: now,
-			Stat: memcg.Stat{Limit: 1 << 30, Usage: 64*mib + st.dirty + st.writeback, File: 64*mib + st.dirty + st.writeback,
-				Dirty: st.dirty, Writeback: st.writeback, Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: st.dirtied}},
-			Dirty:   memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
-			Freezer: FreezerHeld,
-			Frozen:  dr.at(now),
-		})
+		in := scenarioInput(now, st.dirty, st.writeback, st.dirtied)
+		in.Freezer, in.Frozen = FreezerHeld, dr.at(now)
+		d := c.Step(in)
 		dr.carry(now, d)
 		if d.Episode != st.wantEpisode || d.WriteOut != st.wantWriteOut {
 			t.Errorf("step %d (dirty %d KiB, writeback %d KiB): Episode %v WriteOut %v, want %v %v",

@@ -72,6 +72,19 @@ func (dr *throttleDriver) carry(now time.Time, d Decision) {
 	}
 }
 
+// scenarioInput is an observation in the throttle scenarios: 64 MiB of
+// clean page cache plus dirty and writeback bytes, the tasks' dirtied
+// counter, dirty_bytes 16M and dirty_background_bytes 8M.
+func scenarioInput(now time.Time, dirty, writeback, dirtied uint64) Input {
+	file := 64*mib + dirty + writeback
+	return Input{
+		Now: now,
+		Stat: memcg.Stat{Limit: 1 << 30, Usage: file, File: file, Dirty: dirty, Writeback: writeback,
+			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirtied}},
+		Dirty: memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
+	}
+}
+
 func runThrottle(t *testing.T, reaction time.Duration, steps []throttleStep) {
 	t.Helper()
 	c := NewController()
@@ -79,16 +92,10 @@ func runThrottle(t *testing.T, reaction time.Duration, steps []throttleStep) {
 	t0 := time.Unix(100, 0)
 	for i, st := range steps {
 		now := t0.Add(st.at)
-		d := c.Step(Input{
-			Now: now,
-			Stat: memcg.Stat{Limit: 1 << 30, Usage: 64*mib + st.dirty, File: 64*mib + st.dirty, Dirty: st.dirty,
-				Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: st.dirtied}},
-			Dirty:          memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
-			Reaction:       reaction,
-			ActiveInterval: 50 * time.Millisecond,
-			Freezer:        st.freezer,
-			Frozen:         dr.at(now),
-		})
+		in := scenarioInput(now, st.dirty, 0, st.dirtied)
+		in.Reaction, in.ActiveInterval = reaction, 50*time.Millisecond
+		in.Freezer, in.Frozen = st.freezer, dr.at(now)
+		d := c.Step(in)
 		dr.carry(now, d)
 		if d.Throttle != st.throttle || st.holdFor >= 0 && d.HoldFor != st.holdFor || d.Episode != st.episode || d.Paused != st.paused {
 			t.Errorf("step %d (%v, dirty %.2f MiB): Throttle %v HoldFor %v Episode %v Paused %v, want %v %v %v %v",

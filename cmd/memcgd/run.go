@@ -52,7 +52,7 @@ type runFlags struct {
 	allowNonLoopback                   bool
 	workers                            int
 	activeInterval, scanInterval       time.Duration
-	reaction                           time.Duration
+	reaction, schedSlice               time.Duration
 	logLevel                           string
 	dirtyTracker                       string
 }
@@ -88,6 +88,7 @@ running one kept.`,
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
+	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md): auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	return cmd
@@ -143,6 +144,10 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	logMissingCapabilities(log, g.procRoot)
+	if err := checkSchedSlice(f.schedSlice); err != nil {
+		return err
+	}
+	logSchedSlice(log, f.schedSlice)
 
 	cfg, err := g.loadConfig()
 	if err != nil {

@@ -148,6 +148,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return err
 	}
 	logSchedSlice(log, f.schedSlice)
+	raiseProcs(log, f.workers)
 
 	cfg, err := g.loadConfig()
 	if err != nil {

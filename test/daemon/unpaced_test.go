@@ -72,9 +72,12 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	setLimit(t, l, stock, limit)
 	dir := diskDir(t)
 
+	// MEMCGD_DAEMON_ARGS adds `memcgd run` flags, space-separated, for
+	// A/B runs (e.g. "--sched-slice 0").
+	flags := append([]string{"--dirty-tracker=" + tracker, "--log-level=debug"}, strings.Fields(os.Getenv("MEMCGD_DAEMON_ARGS"))...)
 	d := newDaemon(t, managedConfig(managed.Path, fmt.Sprintf(
 		"dirty_background_bytes: %d, dirty_bytes: %d, writeback_first: true", background, dirtyBytes)),
-		"--dirty-tracker="+tracker, "--log-level=debug")
+		flags...)
 	d.start()
 	// As deployed: deploy/memcgd.service runs the daemon at Nice=-10.
 	// MEMCGD_DAEMON_NICE=0 measures it at the default priority.

@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,12 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/pollfd"
 	"github.com/memcgd/memcgd/memcg"
 )
 
 // Watcher is the real kernel's host.Watcher. It arms the kernel's own
 // notifications for each watched memory cgroup and waits for all of them
-// in one goroutine blocked in epoll_wait(2), so that an idle cgroup costs
+// in one goroutine waiting on the epoll set (parked on the runtime's
+// poller: internal/pollfd), so that an idle cgroup costs
 // no CPU time at all on cgroup v1, and on v2, which has no usage
 // thresholds, one read of memory.current per cgroup at intervals set by
 // its distance to its threshold (watch_schedule.go):
@@ -47,6 +50,9 @@ type Watcher struct {
 	// wakefd is an eventfd in the epoll set that wakes the loop: to stop
 	// it, or to make it recompute its timeout.
 	wakefd int
+	// poll is epfd on the runtime's poller, where the loop waits; nil if
+	// it could not join it (the loop then blocks in epoll_wait).
+	poll *pollfd.File
 
 	out      chan host.Cgroup // unbuffered: a send completes on receipt
 	kick     chan struct{}    // wakes the sender when a cgroup is queued
@@ -306,6 +312,9 @@ func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
 		rule:   pollRule{min: opts.MinUsagePoll, max: opts.UsagePoll, rate: float64(opts.UsageRate)},
 		start:  time.Now(),
 	}
+	if p, err := pollfd.Open(epfd, "watcher epoll"); err == nil {
+		w.poll = p
+	}
 	go w.loop()
 	go w.send()
 	return w, nil
@@ -427,12 +436,15 @@ func (w *Watcher) Close() error {
 	w.unlock()
 	close(w.done)
 	<-w.sendDone
+	if w.poll != nil {
+		w.poll.Close()
+	}
 	unix.Close(w.wakefd)
 	unix.Close(w.epfd)
 	return err
 }
 
-// wakeLoop makes the loop return from epoll_wait.
+// wakeLoop makes the loop return from its wait.
 func (w *Watcher) wakeLoop() {
 	one := [8]byte{1} // a native-endian uint64 1 on little-endian hosts; any non-zero value wakes
 	_, _ = unix.Write(w.wakefd, one[:])
@@ -443,7 +455,7 @@ func (w *Watcher) wakeLoop() {
 const maxEpollEvents = 256
 
 // loop waits for the kernel's notifications and, on v2, polls usage when
-// it is due. It is the only goroutine blocked in the kernel for the
+// it is due. It is the only goroutine that waits for the kernel for the
 // Watcher.
 func (w *Watcher) loop() {
 	defer close(w.loopDone)
@@ -452,7 +464,7 @@ func (w *Watcher) loop() {
 		w.mu.Lock()
 		timeout := w.timeout(w.clock())
 		w.mu.Unlock()
-		n, err := unix.EpollWait(w.epfd, events, timeout)
+		n, err := w.epollWait(events, timeout)
 		if err == unix.EINTR {
 			continue
 		}
@@ -472,6 +484,33 @@ func (w *Watcher) loop() {
 		w.unlock()
 		w.pollDue()
 	}
+}
+
+// epollWait is epoll_wait on the Watcher's set with timeout in
+// milliseconds (-1: none). Where the set is on the runtime's poller it
+// waits there, parked without a P (internal/pollfd says why), and an
+// expired timeout returns no event.
+func (w *Watcher) epollWait(events []unix.EpollEvent, timeout int) (int, error) {
+	if w.poll == nil || timeout == 0 {
+		return unix.EpollWait(w.epfd, events, timeout)
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(time.Duration(timeout) * time.Millisecond)
+	}
+	var n int
+	var werr error
+	err := w.poll.Wait(func() bool {
+		n, werr = unix.EpollWait(w.epfd, events, 0)
+		return n > 0 || werr != nil
+	}, deadline)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("wait on the runtime's poller: %w", err)
+	}
+	return n, werr
 }
 
 // clock is the schedule's time: monotonic, since the Watcher started.

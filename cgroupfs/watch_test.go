@@ -400,6 +400,11 @@ func TestWatchCoalescesReportsUntilReceived(t *testing.T) {
 	}
 }
 
+// watcherFDs are the Watcher's own file descriptors: its epoll set, the
+// eventfd that wakes its loop, and the set's duplicate on the runtime's
+// poller (internal/pollfd).
+const watcherFDs = 3
+
 // TestWatchReleasesWatchesOfRemovedCgroups removes watched cgroups: each
 // is reported once, its watch dropped and its file descriptors closed,
 // and the Watcher does not spin on what is left of it.
@@ -416,7 +421,8 @@ func TestWatchReleasesWatchesOfRemovedCgroups(t *testing.T) {
 		}
 	}
 	armed := openFiles(t)
-	t.Logf("file descriptors: %d for the watcher, %d per watch", 2, (armed-base-2)/2)
+	own := watcherFDs
+	t.Logf("file descriptors: %d for the watcher, %d per watch", own, (armed-base-own)/2)
 
 	for _, c := range []*cgrouptest.Cgroup{a, b} {
 		if err := os.Remove(c.Dir); err != nil {
@@ -425,14 +431,14 @@ func TestWatchReleasesWatchesOfRemovedCgroups(t *testing.T) {
 	}
 	// The loop closes a dropped watch's files just after dropping it.
 	deadline := time.Now().Add(reportWithin(l, time.Second))
-	for (w.Len() > 0 || openFiles(t) != base+2) && time.Now().Before(deadline) {
+	for (w.Len() > 0 || openFiles(t) != base+own) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := w.Len(); n != 0 {
 		t.Fatalf("%d watches of removed cgroups left after %v", n, reportWithin(l, time.Second))
 	}
-	if got := openFiles(t); got != base+2 {
-		t.Errorf("%d file descriptors open after the watches were dropped, want %d (%d before, and the watcher's 2)", got, base+2, base)
+	if got := openFiles(t); got != base+own {
+		t.Errorf("%d file descriptors open after the watches were dropped, want %d (%d before, and the watcher's %d)", got, base+own, base, own)
 	}
 	// Measured from here, after the removals were reported: the wait
 	// above polls /proc/self/fd, which costs CPU of its own (much of it
@@ -484,15 +490,15 @@ func TestUnwatchAndCloseReleaseFileDescriptors(t *testing.T) {
 		t.Errorf("Watch of a missing cgroup: %v, want an error wrapping host.ErrVanished", err)
 	}
 	armed := openFiles(t)
-	perWatch := float64(armed-base-2) / float64(len(cgs))
-	t.Logf("%d watches hold %d file descriptors: %.0f per watch, and the watcher 2", len(cgs), armed-base-2, perWatch)
+	perWatch := float64(armed-base-watcherFDs) / float64(len(cgs))
+	t.Logf("%d watches hold %d file descriptors: %.0f per watch, and the watcher %d", len(cgs), armed-base-watcherFDs, perWatch, watcherFDs)
 	if perWatch < 1 || perWatch > 3 {
 		t.Errorf("%.1f file descriptors per watch, want 1 to 3", perWatch)
 	}
 	for _, c := range cgs[:3] {
 		w.Unwatch(c.Path)
 	}
-	if got, want := openFiles(t), base+2+int(perWatch)*2; got != want {
+	if got, want := openFiles(t), base+watcherFDs+int(perWatch)*2; got != want {
 		t.Errorf("after Unwatch of 3 of 5: %d file descriptors, want %d", got, want)
 	}
 	if err := w.Close(); err != nil {
@@ -664,7 +670,7 @@ func watchIdleCost(t *testing.T, l cgroupfs.Layout, opts cgroupfs.WatcherOptions
 	fmt.Fprintf(&b, "cgroup %s, %d CPUs, PSI triggers %v, %d cgroups created in %v (%v each), idle %v per row\n",
 		l.Memory.Version, goruntime.NumCPU(), l.Memory.Version == cgroupfs.V2 && !opts.NoPSI, len(cgs),
 		created.Round(time.Millisecond), (created / time.Duration(max(1, len(cgs)))).Round(time.Microsecond), *watchIdle)
-	fmt.Fprintf(&b, "| watches | open fds (the watcher's 2 included) | arm per watch | close | CPU per s | %% of a core | heap allocs | RSS | kernel memory (unreclaimable) | psimon threads | reports |\n")
+	fmt.Fprintf(&b, "| watches | open fds (the watcher's 3 included) | arm per watch | close | CPU per s | %% of a core | heap allocs | RSS | kernel memory (unreclaimable) | psimon threads | reports |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		perSec := time.Duration(float64(r.cpu) / r.wall.Seconds())

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -134,15 +135,25 @@ func (t *Tracker) drain(fn func(Event)) {
 	}
 }
 
-// readEvents moves records from a ring buffer to Events.
-func (t *Tracker) readEvents(ring *ringbuf.Reader) {
+// readEvents moves records from a ring buffer to Events, or to the
+// handler.
+func (t *Tracker) readEvents(r ring) {
 	defer t.wg.Done()
 	var rec ringbuf.Record
 	for {
-		if err := ring.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
-				return
+		err := r.reader.ReadInto(&rec)
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Drained (r.ready set the reader's deadline in the past):
+			// wait on the runtime's poller.
+			if err := r.wait(); err != nil {
+				return // closed
 			}
+			continue
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		default:
 			t.opts.Logger.Warn("dirty tracker: read ring buffer", "err", err)
 			continue
 		}

@@ -33,7 +33,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 )
 
@@ -131,7 +130,7 @@ type Tracker struct {
 	opts  Options
 	objs  objects
 	links []link.Link
-	rings []*ringbuf.Reader // wake-ups, cgroup events
+	rings []ring // wake-ups, cgroup events
 	out   chan Event
 	// handler, when set (Handle), takes the events instead of out.
 	handler atomic.Pointer[func(Event)]
@@ -224,7 +223,7 @@ func Load(opts Options) (*Tracker, error) {
 	}
 
 	for _, m := range []*ebpf.Map{t.objs.Wakeups, t.objs.Events} {
-		r, err := ringbuf.NewReader(m)
+		r, err := openRing(m)
 		if err != nil {
 			return fail("open a ring buffer", err)
 		}
@@ -483,7 +482,7 @@ func (t *Tracker) Close() error {
 		t.mu.Unlock()
 		close(t.done)
 		for _, r := range t.rings {
-			r.Close()
+			r.close()
 		}
 		t.wg.Wait()
 		close(t.out)

@@ -55,6 +55,7 @@ type runFlags struct {
 	reaction, schedSlice               time.Duration
 	logLevel                           string
 	dirtyTracker                       string
+	goTrace                            string
 }
 
 func newRunCmd(g *globalFlags) *cobra.Command {
@@ -89,6 +90,7 @@ running one kept.`,
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
+	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to this file until the daemon exits, to diagnose its latency (`go tool trace`); tens of MB a minute when busy")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md): auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	return cmd
@@ -149,6 +151,13 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	}
 	logSchedSlice(log, f.schedSlice)
 	raiseProcs(log, f.workers)
+	if f.goTrace != "" {
+		stopTrace, err := startGoTrace(f.goTrace)
+		if err != nil {
+			return err
+		}
+		defer stopTrace()
+	}
 
 	cfg, err := g.loadConfig()
 	if err != nil {

@@ -145,7 +145,7 @@ func (t *Tracker) readEvents(r ring) {
 		switch {
 		case err == nil:
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			// Drained (r.ready set the reader's deadline in the past):
+			// Drained (openRing set the reader's deadline in the past):
 			// wait on the runtime's poller.
 			if err := r.wait(); err != nil {
 				return // closed

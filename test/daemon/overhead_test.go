@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -56,6 +57,8 @@ func TestOverhead(t *testing.T) {
 			t.Fatalf("MEMCGD_OVERHEAD_WINDOW=%q: want a duration of at least 1s", s)
 		}
 	}
+
+	raiseFileLimit(t, deployFileLimit)
 
 	parent := cgrouptest.New(t, l, 0)
 	// The children are made with os.Mkdir, not parent.Child (10,000
@@ -166,6 +169,35 @@ func TestOverhead(t *testing.T) {
 			t.Errorf("%d cgroups: peak RSS %d MiB, want under %d MiB", last.n, last.hwm/mib, targetRSS/mib)
 		}
 	}
+}
+
+// deployFileLimit is deploy/memcgd.service's LimitNOFILE: a watch holds
+// one file on v1 and up to three on v2, so 10,000 cgroups need more than
+// the kernel's default hard limit of 4096, which the test VM's init
+// leaves in force.
+const deployFileLimit = 1 << 20
+
+// raiseFileLimit raises this process's RLIMIT_NOFILE, soft and hard, to
+// n when its hard limit is lower, so that the daemon it starts inherits
+// what the unit gives it (its Go runtime raises its soft limit to the
+// hard one). Raising the hard limit takes CAP_SYS_RESOURCE (root in the
+// VM); without it the test goes on at the limit it has, and a daemon out
+// of files fails it later by name.
+func raiseFileLimit(t *testing.T, n uint64) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatalf("getrlimit RLIMIT_NOFILE: %v", err)
+	}
+	if old.Max >= n {
+		return
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+		t.Logf("raise RLIMIT_NOFILE from %d/%d to %d as deploy/memcgd.service does: %v; going on at %d", old.Cur, old.Max, n, err, old.Max)
+		return
+	}
+	t.Logf("raised RLIMIT_NOFILE from %d/%d to %d, deploy/memcgd.service's LimitNOFILE", old.Cur, old.Max, n)
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
 
 // overheadSizes are the cgroup counts measured, ascending:

@@ -75,6 +75,9 @@ func (j Job) validate() error {
 			return fmt.Errorf("job %s: %w", j.Name, err)
 		}
 	}
+	if len(j.Env) > 0 && strings.Contains(j.Args[0], "=") {
+		return fmt.Errorf("job %s: command %q holds '=': with Env, env(1) would take it for an assignment; want a path or applet without '='", j.Name, j.Args[0])
+	}
 	for p := range j.Files {
 		if !path.IsAbs(p) {
 			return fmt.Errorf("job %s: file %q: want an absolute path inside the VM", j.Name, p)

@@ -46,6 +46,8 @@ func TestJobValidate(t *testing.T) {
 		{Job{Name: "a", Dir: "/", Args: []string{"true"}, Env: []string{"9X=1"}}, `name "9X"`},
 		{Job{Name: "a", Dir: "/", Args: []string{"true"}, Env: []string{"lower=1"}}, `name "lower"`},
 		{Job{Name: "a", Dir: "/", Args: []string{"true"}, Env: []string{"A B=1"}}, `name "A B"`},
+		{Job{Name: "a", Dir: "/", Args: []string{"/x=y/cmd"}, Env: []string{"A=1"}}, `command "/x=y/cmd" holds '='`},
+		{Job{Name: "a", Dir: "/", Args: []string{"/x=y/cmd"}}, ""},
 	}
 	for _, tt := range tests {
 		err := tt.job.validate()

@@ -44,6 +44,11 @@ const userHZ = 100
 // it is at least 10,000.
 //
 //	MEMCGD_OVERHEAD=1 go test ./test/daemon -run TestOverhead -v -timeout 30m
+//
+// and in the cgroup v2 test VM (docs/results/issue7-vm.md):
+//
+//	go run ./test/vm/cmd/vmrun -cgroup v2 -mem 4096 -timeout 25m -env MEMCGD_OVERHEAD=1 \
+//		-env MEMCGD_OVERHEAD_SIZES=10000 -env MEMCGD_OVERHEAD_WINDOW=30s -pkg ./test/daemon -run 'TestOverhead$'
 func TestOverhead(t *testing.T) {
 	if os.Getenv("MEMCGD_OVERHEAD") != "1" {
 		t.Skip("heavy (creates 10,000 cgroups and measures for minutes): set MEMCGD_OVERHEAD=1 to run it")

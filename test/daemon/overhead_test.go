@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // The issue's target for the daemon idle over the seed's 10,000 cgroups.
@@ -41,6 +44,11 @@ const userHZ = 100
 // it is at least 10,000.
 //
 //	MEMCGD_OVERHEAD=1 go test ./test/daemon -run TestOverhead -v -timeout 30m
+//
+// and in the cgroup v2 test VM (docs/results/issue7-vm.md):
+//
+//	go run ./test/vm/cmd/vmrun -cgroup v2 -mem 4096 -timeout 25m -env MEMCGD_OVERHEAD=1 \
+//		-env MEMCGD_OVERHEAD_SIZES=10000 -env MEMCGD_OVERHEAD_WINDOW=30s -pkg ./test/daemon -run 'TestOverhead$'
 func TestOverhead(t *testing.T) {
 	if os.Getenv("MEMCGD_OVERHEAD") != "1" {
 		t.Skip("heavy (creates 10,000 cgroups and measures for minutes): set MEMCGD_OVERHEAD=1 to run it")
@@ -55,7 +63,17 @@ func TestOverhead(t *testing.T) {
 		}
 	}
 
+	raiseFileLimit(t, deployFileLimit)
+
 	parent := cgrouptest.New(t, l, 0)
+	// The children are made with os.Mkdir, not parent.Child (10,000
+	// cleanups): on v2 they get memory files only once the parent's
+	// cgroup.subtree_control enables memory, which Child would have done.
+	if l.Memory.Version == cgroupfs.V2 {
+		if err := sandbox.EnableControllers(parent.Dir); err != nil {
+			t.Fatalf("enable controllers for %s's children: %v", parent.Dir, err)
+		}
+	}
 	var made []string
 	// Registered after New's, so it runs first: the children go before
 	// their parent.
@@ -156,6 +174,35 @@ func TestOverhead(t *testing.T) {
 			t.Errorf("%d cgroups: peak RSS %d MiB, want under %d MiB", last.n, last.hwm/mib, targetRSS/mib)
 		}
 	}
+}
+
+// deployFileLimit is deploy/memcgd.service's LimitNOFILE: a watch holds
+// one file on v1 and up to three on v2, so 10,000 cgroups need more than
+// the kernel's default hard limit of 4096, which the test VM's init
+// leaves in force.
+const deployFileLimit = 1 << 20
+
+// raiseFileLimit raises this process's RLIMIT_NOFILE, soft and hard, to
+// n when its hard limit is lower, so that the daemon it starts inherits
+// what the unit gives it (its Go runtime raises its soft limit to the
+// hard one). Raising the hard limit takes CAP_SYS_RESOURCE (root in the
+// VM); without it the test goes on at the limit it has, and a daemon out
+// of files fails it later by name.
+func raiseFileLimit(t *testing.T, n uint64) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatalf("getrlimit RLIMIT_NOFILE: %v", err)
+	}
+	if old.Max >= n {
+		return
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+		t.Logf("raise RLIMIT_NOFILE from %d/%d to %d as deploy/memcgd.service does: %v; going on at %d", old.Cur, old.Max, n, err, old.Max)
+		return
+	}
+	t.Logf("raised RLIMIT_NOFILE from %d/%d to %d, deploy/memcgd.service's LimitNOFILE", old.Cur, old.Max, n)
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
 
 // overheadSizes are the cgroup counts measured, ascending:

@@ -10,7 +10,7 @@ import (
 // A Job is one command the VM runs between a begin and an end marker. The
 // VM runs jobs in order, each with a fresh TMPDIR on the throttled ext4 disk,
 // an empty page cache, and the environment CI=true, MEMCGD_VM=1,
-// MEMCGD_VM_CGROUP (v1 or v2) and MEMCGD_VM_WRITE_BPS.
+// MEMCGD_VM_CGROUP (v1 or v2) and MEMCGD_VM_WRITE_BPS, plus Env.
 type Job struct {
 	// Name identifies the job in the markers: letters, digits, '.', '_', '-'.
 	Name string
@@ -22,6 +22,10 @@ type Job struct {
 	// Files maps paths inside the VM to host files or directories copied
 	// into the initramfs for this job.
 	Files map[string]string
+	// Env holds NAME=VALUE entries added to the job's environment, over
+	// the VM's: the way to pass a test the settings it reads from its
+	// environment (MEMCGD_OVERHEAD=1), since /init sets a fixed one.
+	Env []string
 }
 
 // TestJob returns the job that runs a test binary verbosely inside the VM:
@@ -66,6 +70,14 @@ func (j Job) validate() error {
 	if len(j.Args) == 0 {
 		return fmt.Errorf("job %s: args empty: want a command", j.Name)
 	}
+	for _, kv := range j.Env {
+		if err := CheckEnv(kv); err != nil {
+			return fmt.Errorf("job %s: %w", j.Name, err)
+		}
+	}
+	if len(j.Env) > 0 && strings.Contains(j.Args[0], "=") {
+		return fmt.Errorf("job %s: command %q holds '=': with Env, env(1) would take it for an assignment; want a path or applet without '='", j.Name, j.Args[0])
+	}
 	for p := range j.Files {
 		if !path.IsAbs(p) {
 			return fmt.Errorf("job %s: file %q: want an absolute path inside the VM", j.Name, p)
@@ -74,12 +86,34 @@ func (j Job) validate() error {
 	return nil
 }
 
-// jobsScript renders the jobs as the lines of /vm/jobs (see init.sh).
+// CheckEnv checks that kv is an environment entry NAME=VALUE whose name is
+// [A-Z_][A-Z0-9_]*: a name every shell can export, which keeps names with
+// '=' or spaces from changing what the entry means.
+func CheckEnv(kv string) error {
+	name, _, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("env %q: want NAME=VALUE", kv)
+	}
+	if name == "" || name[0] >= '0' && name[0] <= '9' || strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+	}) >= 0 {
+		return fmt.Errorf("env %q: name %q: want [A-Z_][A-Z0-9_]*", kv, name)
+	}
+	return nil
+}
+
+// jobsScript renders the jobs as the lines of /vm/jobs (see init.sh). A
+// job's Env goes in front of its Args as busybox env(1)'s assignments, so
+// init.sh's job function runs it as it runs any command.
 func jobsScript(jobs []Job) []byte {
 	var b strings.Builder
 	for _, j := range jobs {
 		b.WriteString("job")
-		for _, w := range append([]string{j.Name, j.Dir}, j.Args...) {
+		words := []string{j.Name, j.Dir}
+		if len(j.Env) > 0 {
+			words = append(append(words, "env"), j.Env...)
+		}
+		for _, w := range append(words, j.Args...) {
 			b.WriteByte(' ')
 			b.WriteString(shellQuote(w))
 		}

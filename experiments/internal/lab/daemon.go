@@ -92,11 +92,7 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 		"--socket", d.Socket,
 		"--listen", d.Listen,
 	}, o.Args...)
-	if o.Nice != 0 {
-		d.cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(o.Nice), o.Bin}, args...)...)
-	} else {
-		d.cmd = exec.Command(o.Bin, args...)
-	}
+	d.cmd = niceCommand(o.Nice, o.Bin, args)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)
@@ -119,6 +115,26 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 		return nil, err
 	}
 	return d, nil
+}
+
+// niceCommand returns the command that runs bin with args at nice value
+// n, set before bin starts so that every thread of the Go runtime has it:
+// through nice(1) where it is installed, else (the test VM's busybox has
+// no nice applet) through sh and renice(1), which set the shell's own
+// value and exec bin. nice(1) adds n to the caller's value and renice sets
+// it: the same for a caller at 0, as the experiments run. n 0 runs bin as
+// the caller.
+func niceCommand(n int, bin string, args []string) *exec.Cmd {
+	if n == 0 {
+		return exec.Command(bin, args...)
+	}
+	if _, err := exec.LookPath("nice"); err == nil {
+		return exec.Command("nice", append([]string{"-n", strconv.Itoa(n), bin}, args...)...)
+	}
+	// renice's priority without -n is the absolute value in both
+	// util-linux and busybox; -n is an increment in busybox.
+	script := `renice "$0" -p $$ >/dev/null && exec "$@"`
+	return exec.Command("sh", append([]string{"-c", script, strconv.Itoa(n), bin}, args...)...)
 }
 
 // freeLoopbackPort returns a loopback address whose port was free a

@@ -3,6 +3,7 @@
 //
 //	go run ./test/vm/cmd/vmrun -cgroup v2 -pkg ./cgroupfs -run 'TestX'
 //	go run ./test/vm/cmd/vmrun -cgroup v1 -shell-cmd 'cat /proc/self/cgroup'
+//	go run ./test/vm/cmd/vmrun -mem 4096 -env MEMCGD_OVERHEAD=1 -pkg ./test/daemon -run TestOverhead
 //
 // It exits with status 1 when a test fails, the VM crashes or times out, and
 // 2 when the VM cannot be built. The kernel and busybox come from the cache
@@ -37,9 +38,24 @@ func (p *packageList) Set(v string) error {
 	return nil
 }
 
+// envList is a repeatable NAME=VALUE flag, checked as it is set so that a
+// bad entry stops vmrun before it builds anything.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	if err := vm.CheckEnv(v); err != nil {
+		return err
+	}
+	*e = append(*e, v)
+	return nil
+}
+
 func main() {
 	var (
 		pkgs     packageList
+		env      envList
 		cgroup   = flag.String("cgroup", "v2", "cgroup layout in the VM: v1 or v2")
 		run      = flag.String("run", "", "run only tests matching this regexp (-test.run)")
 		mem      = flag.Int("mem", vm.DefaultMemoryMB, "guest memory in MB")
@@ -50,6 +66,7 @@ func main() {
 		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
 	)
 	flag.Var(&pkgs, "pkg", "package pattern to test in the VM; repeatable or a comma list (default: the VM suite)")
+	flag.Var(&env, "env", "NAME=VALUE to add to the environment of every job in the VM (the tests or -shell-cmd); repeatable")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "vmrun: unexpected arguments %q\n", flag.Args())
@@ -68,7 +85,7 @@ func main() {
 	}
 	code := runVM(ctx, work, options{
 		cgroup: vm.Cgroup(*cgroup), pkgs: pkgs, run: *run, mem: *mem, bps: *bps,
-		timeout: *timeout, shellCmd: *shellCmd, console: *console,
+		timeout: *timeout, shellCmd: *shellCmd, console: *console, env: env,
 	})
 	if *keep {
 		fmt.Fprintf(os.Stderr, "vmrun: work directory kept: %s\n", work)
@@ -87,6 +104,7 @@ type options struct {
 	timeout  time.Duration
 	shellCmd string
 	console  bool
+	env      []string
 }
 
 // runVM builds the jobs, boots the VM and returns the exit status.
@@ -122,6 +140,9 @@ func runVM(ctx context.Context, work string, o options) int {
 			return 2
 		}
 		fmt.Fprintf(os.Stderr, "vmrun: built %d test binaries in %v\n", len(jobs), time.Since(start).Round(time.Millisecond))
+	}
+	for i := range jobs {
+		jobs[i].Env = o.env
 	}
 	cfg := vm.Config{
 		Assets: assets, Cgroup: o.cgroup, MemoryMB: o.mem, WriteBPS: o.bps,

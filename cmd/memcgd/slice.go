@@ -24,8 +24,14 @@ import (
 // clone inherits it, so setting it on every thread at start covers the
 // threads the Go runtime makes later.
 const (
-	// DefaultSchedSlice is the kernel's least slice.
-	DefaultSchedSlice = 100 * time.Microsecond
+	// DefaultSchedSlice is short enough to preempt on wake-up (the
+	// kernel's default is 1.4 ms on 2 CPUs, 3 ms from 8) and no
+	// shorter: at the kernel's least, 100 µs, the daemon's threads also
+	// preempt one another and the writer more, and E1 and E2 wrote 6 %
+	// and 8 % slower than at 300 µs for about the same p99 of
+	// dirty+writeback (6 interleaved runs each of 0, 100 µs and 300 µs;
+	// docs/results.md, "Fourth session").
+	DefaultSchedSlice = 300 * time.Microsecond
 	minSchedSlice     = 100 * time.Microsecond
 	maxSchedSlice     = 100 * time.Millisecond
 )

@@ -1,7 +1,6 @@
 package dirtytrack
 
 import (
-	"errors"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -42,14 +41,11 @@ func openRing(m *ebpf.Map) (ring, error) {
 	return ring{reader: r, poll: p}, nil
 }
 
-// wait returns when records may wait in the ring, or ringbuf.ErrClosed
-// once the ring is closed. Only a ring on the poller waits here.
+// wait returns when records may wait in the ring, or an error wrapping
+// os.ErrClosed once the ring is closed. Only a ring on the poller waits
+// here.
 func (r ring) wait() error {
-	err := r.poll.Wait(func() bool { return r.reader.AvailableBytes() > 0 }, time.Time{})
-	if err != nil {
-		return errors.Join(ringbuf.ErrClosed, err)
-	}
-	return nil
+	return r.poll.Wait(func() bool { return r.reader.AvailableBytes() > 0 }, time.Time{})
 }
 
 // close wakes the reader's goroutine and closes the ring.

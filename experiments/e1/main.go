@@ -67,9 +67,10 @@ type arm struct {
 	res           lab.WriterResult
 	use           lab.Usage
 	daemon        lab.DaemonResult
-	samples       lab.Stats    // every 10 ms during the run
-	pressure      lab.Pressure // rise of the PSI totals during the run
-	limit         uint64       // the limit the lab set
+	samples       lab.Stats        // every 10 ms during the run
+	pressure      lab.Pressure     // rise of the PSI totals during the run
+	disk          lab.DiskActivity // the device during the write phase
+	limit         uint64           // the limit the lab set
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
@@ -212,7 +213,9 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	}
 	sm := b.Sample(10*time.Millisecond, c)
 	d.BusyStart()
+	disk0 := b.Disk()
 	a.res, a.use, err = w.Run(ctx, c)
+	a.disk = b.Disk().Sub(disk0)
 	d.BusyEnd()
 	samples, serr := sm.Stop()
 	if err != nil {
@@ -237,6 +240,14 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 		return a, err
 	}
 	return a, os.Remove(w.File)
+}
+
+// diskOr is v, or NaN (n/a) when the device could not be read.
+func diskOr(a arm, v float64) float64 {
+	if !a.disk.OK {
+		return math.NaN()
+	}
+	return v
 }
 
 // reclaimed is the pages reclaimed from the writer's cgroup during a run:
@@ -335,6 +346,12 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("user (s)", "%.2f", func(a arm) float64 { return a.use.User.Seconds() })
 	num("sys (s)", "%.2f", func(a arm) float64 { return a.use.Sys.Seconds() })
 	num("throughput (MiB/s, write phase)", "%.1f", func(a arm) float64 { return lab.MiB(uint64(a.res.Throughput())) })
+	// A throttle that holds the limit runs the writer at the device's
+	// speed at best: busy below 100 % is device time it left unused.
+	num("device busy during the write phase (%)", "%.1f", func(a arm) float64 { return diskOr(a, a.disk.Busy*100) })
+	num("device write rate during the write phase (MiB/s)", "%.1f", func(a arm) float64 {
+		return diskOr(a, lab.MiB(a.disk.Written)/a.disk.Wall.Seconds())
+	})
 	num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
 	num("memcgd full flushes", "%.0f", field("writeout_flush"))
 	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))

@@ -25,6 +25,8 @@ type Flags struct {
 	Runs int
 	// Arms are the arms to run, comma-separated (ParseArms).
 	Arms string
+	// CPUHogs is how many busy loops run through every arm (StartHogs).
+	CPUHogs int
 	// Writer is a prebuilt experiments/writer binary; empty builds it.
 	Writer string
 	// Revision names the source the binaries were built from; empty asks
@@ -50,6 +52,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Runs, "runs", 1, "times to repeat the experiment, to show its variance; the summary gives the median of each run's figures")
 	fs.StringVar(&f.Arms, "arms", DefaultArms, "arms to run, comma-separated, stock first: stock (no memcgd), memcgd (its defaults: the eBPF tracker where it loads), "+
 		"fallback (memcgd "+TrackerOffFlag+")"+extraArmsHelp(f.ExtraArms))
+	fs.IntVar(&f.CPUHogs, "cpu-hogs", 0, "busy loops, each in a session of its own, running through every arm: a host whose CPUs other tenants contend for")
 	fs.StringVar(&f.Writer, "writer", "", "prebuilt experiments/writer binary (default: go build ./experiments/writer)")
 	fs.StringVar(&f.Revision, "revision", "", "source revision to report (default: from git)")
 	f.VM.register(fs)
@@ -106,6 +109,9 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	if f.Runs < 1 {
 		return fmt.Errorf("-runs: invalid value %d: want 1 or more", f.Runs)
 	}
+	if f.CPUHogs < 0 || f.CPUHogs > 64 {
+		return fmt.Errorf("-cpu-hogs: invalid value %d: want 0 to 64", f.CPUHogs)
+	}
 	arms, err := ParseArms(f.Arms, f.ExtraArms...)
 	if err != nil {
 		return err
@@ -139,6 +145,12 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 		cmd = "(in the VM) " + os.Args[0] // started by runInVM
 	}
 	fmt.Printf("$ %s %s\n\n%s\n", cmd, strings.Join(quoteAll(os.Args[1:]), " "), desc)
+	if f.CPUHogs > 0 {
+		if _, err := l.StartHogs(ctx, f.CPUHogs); err != nil {
+			return err
+		}
+		fmt.Printf("%d CPU hogs (busy loops, each in a session of its own) run through every arm.\n\n", f.CPUHogs)
+	}
 	return body(ctx, b)
 }
 

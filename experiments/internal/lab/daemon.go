@@ -31,14 +31,22 @@ type DaemonOptions struct {
 	// Args are extra flags of `memcgd run`, such as --active-interval.
 	Args []string
 	// Nice is the nice value to run it at, through nice(1), so that
-	// every thread of the Go runtime has it; 0 runs it as the caller.
+	// every thread of the Go runtime has it, and that of its autogroup
+	// (setAutogroupNice); 0 runs it as the caller.
 	Nice int
 }
 
 // DeployNice is the nice value deploy/memcgd.service runs the daemon at
 // (Nice=): the experiments measure the daemon as deployed. A test in
-// package lab checks the two agree.
+// package lab checks the two agree. Its autogroup's nice stands for the
+// unit's CPUWeight= (DeployCPUWeight): weight 9548 for nice -10
+// (kernel/sched/core.c, sched_prio_to_weight), about 10,240 for
+// CPUWeight=1000 against the 1024 of a tenant's group at its default.
 const DeployNice = -10
+
+// DeployCPUWeight is deploy/memcgd.service's CPUWeight=, which
+// DeployNice's autogroup stands for.
+const DeployCPUWeight = 1000
 
 // Daemon is a memcgd run as a subprocess, with its journal, overrides and
 // control socket in a directory of its own and its metrics on a free
@@ -93,8 +101,20 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 		"--listen", d.Listen,
 	}, o.Args...)
 	d.cmd = niceCommand(o.Nice, o.Bin, args)
+	// A session of its own, as systemd gives every service: with
+	// autogroups (kernel/sched/autogroup.c) a session is a task group, and
+	// a daemon in the experiment's own would take its CPU share from the
+	// writer's group. At nice -10 there it left the writer on a contended
+	// host 10 % of a CPU: writer CPU wait 2.6-6.1 s against 0.7 s in the
+	// stock arm, throughput 0.20-0.49 × stock (E1 unpaced beside two busy
+	// test processes, 1 Dec 2026, docs/results.md).
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	if err := setAutogroupNice(d.cmd.Process.Pid, o.Nice); err != nil {
+		_ = d.cmd.Process.Kill()
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
 	d.started = time.Now()
@@ -135,6 +155,24 @@ func niceCommand(n int, bin string, args []string) *exec.Cmd {
 	// util-linux and busybox; -n is an increment in busybox.
 	script := `renice "$0" -p $$ >/dev/null && exec "$@"`
 	return exec.Command("sh", append([]string{"-c", script, strconv.Itoa(n), bin}, args...)...)
+}
+
+// setAutogroupNice sets the nice value of the autogroup pid leads
+// (/proc/PID/autogroup, kernel/sched/autogroup.c
+// proc_sched_autogroup_set_nice). A task's own nice value weighs only
+// against the tasks of its task group (sched(7)): beside tenants in
+// groups of their own, the group's weight is the daemon's. A kernel
+// without autogroups has no such file, and the task's nice value weighs
+// against every task of the root group; nothing is set then.
+func setAutogroupNice(pid, n int) error {
+	p := fmt.Sprintf("/proc/%d/autogroup", pid)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(n)), 0); err != nil {
+		return fmt.Errorf("autogroup nice %d: %w", n, err)
+	}
+	return nil
 }
 
 // freeLoopbackPort returns a loopback address whose port was free a

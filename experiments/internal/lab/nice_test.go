@@ -7,36 +7,44 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-// The experiments run the daemon at the unit's Nice=, so that their
-// figures are those of the daemon as deployed.
+// The experiments run the daemon at the unit's Nice=, and its autogroup
+// at the same nice value for the unit's CPUWeight=, so that their figures
+// are those of the daemon as deployed.
 func TestDeployNiceIsTheUnits(t *testing.T) {
-	f, err := os.Open("../../../deploy/memcgd.service")
+	b, err := os.ReadFile("../../../deploy/memcgd.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "Nice=")
-		if !ok {
-			continue
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{
+		{"Nice=", DeployNice},
+		{"CPUWeight=", DeployCPUWeight},
+	} {
+		got, found := 0, false
+		sc := bufio.NewScanner(strings.NewReader(string(b)))
+		for sc.Scan() {
+			v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), tc.key)
+			if !ok {
+				continue
+			}
+			if got, err = strconv.Atoi(v); err != nil {
+				t.Fatalf("deploy/memcgd.service: %s%q: %v", tc.key, v, err)
+			}
+			found = true
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("deploy/memcgd.service: Nice=%q: %v", v, err)
+		switch {
+		case !found:
+			t.Errorf("deploy/memcgd.service sets no %s; the lab runs the daemon at %d", tc.key, tc.want)
+		case got != tc.want:
+			t.Errorf("deploy/memcgd.service has %s%d, the lab runs the daemon at %d", tc.key, got, tc.want)
 		}
-		if n != DeployNice {
-			t.Errorf("deploy/memcgd.service has Nice=%d, lab.DeployNice is %d", n, DeployNice)
-		}
-		return
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Errorf("deploy/memcgd.service sets no Nice=; lab.DeployNice is %d", DeployNice)
 }
 
 // TestNiceCommand runs cat(1) on its own /proc/PID/stat through
@@ -107,4 +115,44 @@ func statNice(t *testing.T, stat string) int {
 		t.Fatalf("/proc/PID/stat nice %q: %v", f[16], err)
 	}
 	return n
+}
+
+// setAutogroupNice sets the nice value of the autogroup of a process in a
+// session of its own, and leaves a kernel without autogroups alone.
+func TestSetAutogroupNice(t *testing.T) {
+	if _, err := os.Stat("/proc/self/autogroup"); err != nil {
+		// A kernel without CONFIG_SCHED_AUTOGROUP: nothing to set, and
+		// setAutogroupNice must say nothing.
+		if err := setAutogroupNice(os.Getpid(), 5); err != nil {
+			t.Errorf("setAutogroupNice without autogroups: %v, want nil", err)
+		}
+		return
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	const want = 7
+	if err := setAutogroupNice(cmd.Process.Pid, want); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/autogroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); !strings.HasSuffix(got, " nice "+strconv.Itoa(want)) {
+		t.Errorf("autogroup of the child: %q, want it at nice %d", got, want)
+	}
+	self, err := os.ReadFile("/proc/self/autogroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(strings.TrimSpace(string(self)), " nice "+strconv.Itoa(want)) {
+		t.Errorf("this test's own autogroup %q was changed too", self)
+	}
 }

@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/host"
@@ -69,5 +70,47 @@ func TestDirtyPathString(t *testing.T) {
 		if got := tc.p.String(); got != tc.want {
 			t.Errorf("%+v.String() = %q, want %q", tc.p, got, tc.want)
 		}
+	}
+}
+
+// A write-out with the tracker lists a cgroup's open files at its first
+// write-out and then at most once every ListEvery, each cgroup on its own
+// clock; a clock that went back lists at once; a removed cgroup starts
+// afresh.
+func TestFastPathListDue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type call struct {
+		cg     host.Cgroup
+		at     time.Duration // since t0
+		forget bool          // forget cg instead of asking
+		want   bool
+	}
+	tests := []struct {
+		name  string
+		calls []call
+	}{
+		{"first write-out lists", []call{{cg: "/a", want: true}}},
+		{"within ListEvery it does not", []call{{cg: "/a", want: true}, {cg: "/a", at: time.Millisecond}, {cg: "/a", at: ListEvery - 1}}},
+		{"at ListEvery it does again, and counts from there", []call{{cg: "/a", want: true}, {cg: "/a", at: ListEvery, want: true},
+			{cg: "/a", at: ListEvery + time.Millisecond}, {cg: "/a", at: 2 * ListEvery, want: true}}},
+		{"each cgroup on its own clock", []call{{cg: "/a", want: true}, {cg: "/b", at: time.Millisecond, want: true},
+			{cg: "/a", at: 2 * time.Millisecond}, {cg: "/b", at: 3 * time.Millisecond}}},
+		{"a clock gone back lists", []call{{cg: "/a", at: time.Second, want: true}, {cg: "/a", at: 0, want: true}}},
+		{"a removed cgroup starts afresh", []call{{cg: "/a", want: true}, {cg: "/a", forget: true}, {cg: "/a", at: time.Millisecond, want: true}}},
+	}
+	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFastPath(nil, "", mem, "/", nil)
+			for i, c := range tc.calls {
+				if c.forget {
+					f.forget(c.cg, 0)
+					continue
+				}
+				if got := f.listDue(c.cg, t0.Add(c.at)); got != c.want {
+					t.Errorf("call %d: listDue(%s, t0+%v) = %v, want %v", i, c.cg, c.at, got, c.want)
+				}
+			}
+		})
 	}
 }

@@ -286,6 +286,69 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	}
 }
 
+// With the tracker, FS.WriteOut lists the files the cgroup's tasks hold
+// open only at its first write-out and then once every ListEvery: a file
+// its child dirtied before the cgroup was counted, which the tracker's
+// record of the cgroup lacks, and a task then opened for writing, is
+// written out by the first write-out after ListEvery, not by one before.
+func TestFSWriteOutListsOpenFilesEveryListEvery(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := loadTracker(t)
+	size := dirtySize(t)
+	parent := cgrouptest.New(t, l, 0)
+	child := parent.Child(t, "c")
+	file := filepath.Join(diskDir(t), "f")
+	unix.Sync()
+	cgrouptest.DirtyFile(t, child, file, size)
+	before := dirty(t, l, child)
+	if before < uint64(size/2) {
+		t.Fatalf("precondition: the child holds %d MiB dirty, want about %d MiB (did the flusher run?)", before/mib, size/mib)
+	}
+	fs := trackedFS(t, l, "/", nil, tr)
+	ctx := context.Background()
+	first := time.Now()
+	w, err := fs.WriteOut(ctx, parent.Path)
+	if err != nil {
+		t.Fatalf("first WriteOut: %v", err)
+	}
+	if w.Files != 0 {
+		t.Fatalf("first WriteOut = %+v, want no file: the file is closed and was dirtied before the parent was counted", w)
+	}
+	// A task of the child opens the file for writing, without writing.
+	holder := child.Start(t, "sh", "-c", `exec 5>>"$0"; exec sleep 3600`, file)
+	awaitOpen(t, holder.Process.Pid, file)
+
+	w, err = fs.WriteOut(ctx, parent.Path)
+	if err != nil {
+		t.Fatalf("WriteOut within ListEvery: %v", err)
+	}
+	if gap := time.Since(first); gap >= cgroupfs.ListEvery {
+		t.Fatalf("the second WriteOut came %v after the first, not within ListEvery (%v): the host is too slow for this test", gap, cgroupfs.ListEvery)
+	}
+	if w.Files != 0 {
+		t.Errorf("WriteOut within ListEvery of the first = %+v, want no file: it lists no open files", w)
+	}
+	if d := dirty(t, l, child); d < before/2 {
+		t.Errorf("child dirty %d MiB after a WriteOut within ListEvery, want most of its %d MiB left", d/mib, before/mib)
+	}
+
+	time.Sleep(time.Until(first.Add(cgroupfs.ListEvery)))
+	w, err = fs.WriteOut(ctx, parent.Path)
+	if err != nil {
+		t.Fatalf("WriteOut after ListEvery: %v", err)
+	}
+	if w.Files != 1 {
+		t.Errorf("WriteOut after ListEvery = %+v, want 1 file: the listing finds the open file", w)
+	}
+	deadline := time.Now().Add(time.Second)
+	for dirty(t, l, child) > before/10 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := dirty(t, l, child); d > before/10 {
+		t.Errorf("child dirty %d MiB 1 s after the listing write-out, want at most 10%% of %d MiB", d/mib, before/mib)
+	}
+}
+
 // FS.Freeze of a cgroup that exists only in the v1 memory hierarchy makes
 // its freezer cgroup (EnsureFreezer) and holds it frozen until Thaw; the
 // directory made is removed by Forget once the memory cgroup is gone. On a

@@ -185,12 +185,27 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 }
 
 // WriteOut starts write-out of cg's own files; see the package function.
-// With the tracker it then writes out the files the tracker recorded for
-// cg that the /proc scan did not find (closed since, or never open in a
-// task of cg now), within FSOptions.TrackerWriteOut; they count in Files.
+// With the tracker it writes out the files the tracker recorded for cg,
+// within FSOptions.TrackerWriteOut, and lists the files cg's tasks hold
+// open in /proc only at cg's first write-out and then once every
+// ListEvery (fastPath.listDue), for what the record may lack; files
+// both found count once in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
-	out, done, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
-	if fs.fast.tr == nil || errors.Is(err, host.ErrVanished) {
+	if fs.fast.tr == nil {
+		out, _, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+		return out, err
+	}
+	var (
+		out  host.WriteOut
+		done = newFileSet()
+		err  error
+	)
+	if fs.fast.listDue(cg, time.Now()) {
+		out, done, err = writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+	} else {
+		out.Bytes, err = cgroupDirtyBytes(fs.layout, cg)
+	}
+	if errors.Is(err, host.ErrVanished) {
 		return out, err
 	}
 	n, terr := fs.writeOutTracked(ctx, cg, done)

@@ -41,15 +41,11 @@ func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg
 // skips them among the tracker's).
 func writeOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg host.Cgroup) (host.WriteOut, *fileSet, error) {
 	done := newFileSet()
-	dir := l.Memory.Dir(cg)
-	if dir == "" {
-		return host.WriteOut{}, done, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
-	}
-	dirty, err := dirtyBytes(l.Memory.Version, dir)
+	dirty, err := cgroupDirtyBytes(l, cg)
 	if err != nil {
-		return host.WriteOut{}, done, fmt.Errorf("write out %s: %w", cg, err)
+		return host.WriteOut{}, done, err
 	}
-	files, mounts, err := listFiles(ctx, bio, procRoot, dir, true)
+	files, mounts, err := listFiles(ctx, bio, procRoot, l.Memory.Dir(cg), true)
 	if err != nil {
 		return host.WriteOut{}, done, fmt.Errorf("write out %s: %w", cg, err)
 	}
@@ -449,6 +445,20 @@ func readProcs(dir string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// cgroupDirtyBytes is cg's dirty page cache, hierarchical, as a
+// write-out reports it.
+func cgroupDirtyBytes(l Layout, cg host.Cgroup) (uint64, error) {
+	dir := l.Memory.Dir(cg)
+	if dir == "" {
+		return 0, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
+	}
+	dirty, err := dirtyBytes(l.Memory.Version, dir)
+	if err != nil {
+		return 0, fmt.Errorf("write out %s: %w", cg, err)
+	}
+	return dirty, nil
 }
 
 // dirtyBytes reads the cgroup's dirty page cache, hierarchical: v1's

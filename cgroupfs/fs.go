@@ -185,11 +185,12 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 }
 
 // WriteOut starts write-out of cg's own files; see the package function.
-// With the tracker it writes out the files the tracker recorded for cg,
-// within FSOptions.TrackerWriteOut, and lists the files cg's tasks hold
-// open in /proc only at cg's first write-out and then once every
-// ListEvery (fastPath.listDue), for what the record may lack; files
-// both found count once in Files.
+// With the tracker it writes out, within FSOptions.TrackerWriteOut, the
+// files cg's subtree dirtied last (dirtytrack's Recent: a few map lookups)
+// and, at cg's first write-out and then once every ListEvery
+// (fastPath.listDue), also every file the tracker recorded for cg and the
+// files cg's tasks hold open, found in /proc: what the recent ones may
+// lack. A file found twice counts once in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
 	if fs.fast.tr == nil {
 		out, _, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
@@ -200,7 +201,8 @@ func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, erro
 		done = newFileSet()
 		err  error
 	)
-	if fs.fast.listDue(cg, time.Now()) {
+	all := fs.fast.listDue(cg, time.Now())
+	if all {
 		out, done, err = writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 	} else {
 		out.Bytes, err = cgroupDirtyBytes(fs.layout, cg)
@@ -208,7 +210,7 @@ func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, erro
 	if errors.Is(err, host.ErrVanished) {
 		return out, err
 	}
-	n, terr := fs.writeOutTracked(ctx, cg, done)
+	n, terr := fs.writeOutTracked(ctx, cg, done, all)
 	out.Files += n
 	return out, errors.Join(err, terr)
 }

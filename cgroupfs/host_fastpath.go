@@ -49,15 +49,20 @@ func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.thrott
 // again at its next use.
 func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg, 0) }
 
-// writeOutTracked writes out the files the tracker recorded for cg,
-// except those in done, within fs.trackerWriteOut and under fs.bio, one
-// bounded operation per filesystem. It returns how many it started.
-func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet) (int, error) {
+// writeOutTracked writes out the files the tracker recorded for cg (all
+// of them, or only the ones its subtree dirtied last), except those in
+// done, within fs.trackerWriteOut and under fs.bio, one bounded operation
+// per filesystem. It returns how many it started.
+func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet, all bool) (int, error) {
 	id, err := fs.fast.count(cg)
 	if err != nil {
 		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}
-	inodes, err := fs.fast.tr.Inodes(id)
+	list := fs.fast.tr.Recent
+	if all {
+		list = fs.fast.tr.Inodes
+	}
+	inodes, err := list(id)
 	if err != nil {
 		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}

@@ -23,6 +23,10 @@ type dirtytrackCount struct {
 	_       structs.HostLayout
 	Dirtied uint64
 	Fired   uint64
+	Recent  uint64
+	LastIno uint64
+	LastDev uint32
+	Pad     uint32
 }
 
 type dirtytrackInodeKey struct {
@@ -50,6 +54,20 @@ type dirtytrackMemcgEntry struct {
 	Same    uint32
 }
 
+type dirtytrackRecentKey struct {
+	_   structs.HostLayout
+	Id  uint64
+	Idx uint32
+	Pad uint32
+}
+
+type dirtytrackRecentVal struct {
+	_          structs.HostLayout
+	Ino        uint64
+	Dev        uint32
+	Generation uint32
+}
+
 type dirtytrackWake struct {
 	_     structs.HostLayout
 	Above uint64
@@ -66,6 +84,7 @@ const (
 	dirtytrackMapEvents       = "events"
 	dirtytrackMapInodes       = "inodes"
 	dirtytrackMapMemcgs       = "memcgs"
+	dirtytrackMapRecent       = "recent"
 	dirtytrackMapStats        = "stats"
 	dirtytrackMapWakes        = "wakes"
 	dirtytrackMapWakeups      = "wakeups"
@@ -131,6 +150,7 @@ type dirtytrackMapSpecs struct {
 	Events  *ebpf.MapSpec `ebpf:"events"`
 	Inodes  *ebpf.MapSpec `ebpf:"inodes"`
 	Memcgs  *ebpf.MapSpec `ebpf:"memcgs"`
+	Recent  *ebpf.MapSpec `ebpf:"recent"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
 	Wakes   *ebpf.MapSpec `ebpf:"wakes"`
 	Wakeups *ebpf.MapSpec `ebpf:"wakeups"`
@@ -168,6 +188,7 @@ type dirtytrackMaps struct {
 	Events  *ebpf.Map `ebpf:"events"`
 	Inodes  *ebpf.Map `ebpf:"inodes"`
 	Memcgs  *ebpf.Map `ebpf:"memcgs"`
+	Recent  *ebpf.Map `ebpf:"recent"`
 	Stats   *ebpf.Map `ebpf:"stats"`
 	Wakes   *ebpf.Map `ebpf:"wakes"`
 	Wakeups *ebpf.Map `ebpf:"wakeups"`
@@ -181,6 +202,7 @@ func (m *dirtytrackMaps) Close() error {
 		m.Events,
 		m.Inodes,
 		m.Memcgs,
+		m.Recent,
 		m.Stats,
 		m.Wakes,
 		m.Wakeups,

@@ -104,6 +104,48 @@ func (t *Tracker) Inodes(id uint64) ([]Inode, error) {
 	return out, nil
 }
 
+// recentLen is the length of each watched cgroup's ring of recently
+// dirtied inodes: RECENT in bpf/dirtytrack.c.
+const recentLen = 16
+
+// Recent returns the last distinct inodes, up to 16, that the subtree of
+// the watched cgroup id dirtied since it was watched, newest first: what
+// a write-out of a throttled cgroup needs at once, read with at most 16
+// map lookups whatever the number of records Inodes would scan (26 ms
+// for a full inodes map of 65,536; BenchmarkInodes). Entries the LRU of
+// Options.MaxRecent evicted are missing; Inodes has the rest.
+func (t *Tracker) Recent(id uint64) ([]Inode, error) {
+	t.mu.Lock()
+	slot, ok := t.slots[id]
+	t.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("dirtytrack: recent inodes of cgroup %d: %w", id, ErrNotWatched)
+	}
+	var c dirtytrackCount
+	if err := t.objs.Counts.Lookup(slot, &c); err != nil {
+		return nil, fmt.Errorf("dirtytrack: recent inodes of cgroup %d: %w", id, err)
+	}
+	n := min(c.Recent, recentLen)
+	out := make([]Inode, 0, n)
+	seen := make(map[[2]uint64]bool, n)
+	for i := range n {
+		var v dirtytrackRecentVal
+		k := dirtytrackRecentKey{Id: id, Idx: uint32((c.Recent - 1 - i) % recentLen)}
+		if err := t.objs.Recent.Lookup(k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue // evicted
+		} else if err != nil {
+			return nil, fmt.Errorf("dirtytrack: recent inodes of cgroup %d: %w", id, err)
+		}
+		dev := kernelDev(v.Dev)
+		if seen[[2]uint64{dev, v.Ino}] {
+			continue
+		}
+		seen[[2]uint64{dev, v.Ino}] = true
+		out = append(out, Inode{Cgroup: id, Dev: dev, Ino: v.Ino, Generation: v.Generation})
+	}
+	return out, nil
+}
+
 // OpenInode reopens a recorded file with open_by_handle_at(2) on a mount
 // of its filesystem, read-only, without blocking on a lease and without
 // becoming a controlling terminal. It refuses, wrapping ErrRefused, any

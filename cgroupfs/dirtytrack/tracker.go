@@ -60,6 +60,10 @@ type Options struct {
 	// MaxInodes bounds the (cgroup, inode) records, an LRU: the oldest are
 	// forgotten when it is full (default 65536).
 	MaxInodes uint32
+	// MaxRecent bounds the entries of the watched cgroups' rings of
+	// recently dirtied inodes (Recent), recentLen per cgroup that
+	// dirties, an LRU (default 16384: 1024 cgroups dirtying at once).
+	MaxRecent uint32
 	// RingBytes is the size of the ring buffer of cgroup mkdir/rmdir
 	// events, and WakeRingBytes of the one of wake-ups: powers of two of at
 	// least the page size (defaults 256 KiB, 64 KiB). A wake-up that finds
@@ -82,6 +86,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxInodes == 0 {
 		o.MaxInodes = 65536
+	}
+	if o.MaxRecent == 0 {
+		o.MaxRecent = 16384
 	}
 	if o.RingBytes == 0 {
 		o.RingBytes = 256 << 10
@@ -180,6 +187,7 @@ func Load(opts Options) (*Tracker, error) {
 	spec.Maps["wakes"].MaxEntries = opts.MaxWatched
 	spec.Maps["memcgs"].MaxEntries = opts.MaxMemcgs
 	spec.Maps["inodes"].MaxEntries = opts.MaxInodes
+	spec.Maps["recent"].MaxEntries = opts.MaxRecent
 	spec.Maps["events"].MaxEntries = opts.RingBytes
 	spec.Maps["wakeups"].MaxEntries = opts.WakeRingBytes
 
@@ -370,6 +378,11 @@ func (t *Tracker) unwatch(id uint64) error {
 	if err := t.bumpGen(); err != nil {
 		errs = append(errs, err)
 	}
+	for i := range uint32(recentLen) {
+		if err := t.objs.Recent.Delete(dirtytrackRecentKey{Id: id, Idx: i}); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	// A program that read the old generation may still add to the slot
 	// for a moment: reuse it last.
 	t.free = append(t.free, slot)
@@ -447,7 +460,7 @@ func (t *Tracker) Stats() (Stats, error) {
 // (bpf_map_info's memlock), charged to the loading process's memcg.
 func (t *Tracker) MapBytes() (uint64, error) {
 	var sum uint64
-	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Stats, t.objs.Wakeups, t.objs.Events} {
+	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Recent, t.objs.Stats, t.objs.Wakeups, t.objs.Events} {
 		info, err := m.Info()
 		if err != nil {
 			return 0, fmt.Errorf("dirtytrack: map info: %w", err)

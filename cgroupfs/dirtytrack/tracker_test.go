@@ -718,3 +718,82 @@ func TestHandleTakesTheEvents(t *testing.T) {
 		}
 	}
 }
+
+// Recent lists the last distinct files a watched cgroup's subtree dirtied
+// since the watch, newest first and at most 16, with the generation their
+// file handles carry; a file dirtied before the watch is not among them, a
+// streaming file (recorded again every 512 folios) is listed once, and
+// Unwatch empties the list.
+func TestRecentListsTheLastFilesDirtied(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	dir := diskDir(t)
+	parent := cgrouptest.New(t, l, 0)
+	child := parent.Child(t, "c")
+	id := cgroupID(t, parent)
+	before := filepath.Join(dir, "before")
+	cgrouptest.DirtyFile(t, child, before, 64*kib)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	// A streaming file first, then more files than the ring holds.
+	stream := filepath.Join(dir, "stream")
+	cgrouptest.DirtyFile(t, child, stream, 8*mib)
+	const files = 20
+	var names []string
+	for i := range files {
+		p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
+		cgrouptest.DirtyFile(t, child, p, 16*kib)
+		names = append(names, p)
+	}
+	got, err := tr.Recent(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []dirtytrack.Inode
+	for i := files - 1; i >= files-16; i-- {
+		w := handleOf(t, names[i])
+		w.Cgroup = id
+		want = append(want, w)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Recent after %d files:\n got  %v\n want %v (the last 16, newest first)", files, got, want)
+	}
+
+	// Fewer than the ring holds: the stream and the files, nothing from
+	// before the watch.
+	other := cgrouptest.New(t, l, 0)
+	oid := cgroupID(t, other)
+	cgrouptest.DirtyFile(t, other, filepath.Join(dir, "other-before"), 64*kib)
+	if err := tr.Watch(oid, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	cgrouptest.DirtyFile(t, other, stream+"2", 8*mib)
+	cgrouptest.DirtyFile(t, other, names[0]+"-2", 16*kib)
+	got, err = tr.Recent(oid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = nil
+	for _, p := range []string{names[0] + "-2", stream + "2"} {
+		w := handleOf(t, p)
+		w.Cgroup = oid
+		want = append(want, w)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Recent of a cgroup that dirtied a streaming file and a small one after its watch:\n got  %v\n want %v", got, want)
+	}
+
+	if err := tr.Unwatch(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Recent(id); !errors.Is(err, dirtytrack.ErrNotWatched) {
+		t.Errorf("Recent after Unwatch: %v, want ErrNotWatched", err)
+	}
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tr.Recent(id); err != nil || len(got) != 0 {
+		t.Errorf("Recent after Unwatch and Watch, before any write: %v, %v; want none", got, err)
+	}
+}

@@ -16,7 +16,8 @@
  * seen or after the set of watched cgroups changed (config.gen).
  *
  * Maps written by userspace only: watched, wakes, config. Written by the
- * program only: counts (after userspace zeroes a slot), memcgs, inodes, stats.
+ * program only: counts (after userspace zeroes a slot), memcgs, inodes,
+ * recent (userspace deletes a removed cgroup's), stats.
  * So no value is ever replaced by userspace under a concurrent atomic add.
  */
 #include "vmlinux.h"
@@ -43,6 +44,11 @@ char LICENSE[] SEC("license") = "GPL";
  * file and its time stays recent. Counting folios rather than reading the
  * clock keeps a helper call off the hot path. */
 #define INODE_REFRESH_FOLIOS 512
+/* RECENT: the inodes each watched cgroup's subtree dirtied last, kept per
+ * cgroup in the recent map, so that a write-out finds them with RECENT
+ * lookups instead of a scan of the whole inodes map (which holds every
+ * memcg's records: 26 ms for 65,536 of them). Must match Go's recentLen. */
+#define RECENT 16
 #define PATH_LEN 256
 
 enum event_type {
@@ -73,6 +79,10 @@ struct cgroup_event {
 struct count {
 	u64 dirtied; /* bytes dirtied in the subtree since Watch */
 	u64 fired;   /* wake.seq of the last wake-up sent */
+	u64 recent;  /* entries written to the recent map since Watch */
+	u64 last_ino; /* the last one's inode and device: a streaming file */
+	u32 last_dev; /* is not written again and again */
+	u32 pad;
 };
 
 struct wake {
@@ -106,6 +116,21 @@ struct inode_val {
 	u32 generation;
 	u32 pad;
 	u64 jiffies;
+};
+
+/* The recent map: entry idx (0 to RECENT - 1) of watched cgroup id's ring,
+ * entry count.recent % RECENT the next to be written. A hash, not an array,
+ * so that a reader gets an entry whole: an update replaces the element. */
+struct recent_key {
+	u64 id;
+	u32 idx;
+	u32 pad;
+};
+
+struct recent_val {
+	u64 ino;
+	u32 dev;
+	u32 generation;
 };
 
 enum stat_index {
@@ -159,6 +184,13 @@ struct {
 	__type(key, struct inode_key);
 	__type(value, struct inode_val);
 } inodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct recent_key);
+	__type(value, struct recent_val);
+} recent SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -308,6 +340,22 @@ struct folio_arg {
 	u32 pad;
 };
 
+/* record_recent writes a folio's inode into the recent ring of the watched
+ * cgroup of slot c/w, unless it is the one written last. Two CPUs may take
+ * the same test and write it twice: harmless. */
+static __always_inline void record_recent(struct count *c, struct wake *w, struct folio_arg *a)
+{
+	if (c->last_ino == a->ino && c->last_dev == a->dev)
+		return;
+	c->last_ino = a->ino;
+	c->last_dev = a->dev;
+	u64 n = __sync_fetch_and_add(&c->recent, 1);
+	struct recent_key k = {.id = w->id, .idx = n % RECENT};
+	struct recent_val v = {.ino = a->ino, .dev = a->dev, .generation = a->generation};
+
+	bpf_map_update_elem(&recent, &k, &v, BPF_ANY);
+}
+
 /* count_slot counts a folio for the watched cgroup in slot s, wakes
  * userspace when its count passes the threshold, and records the inode for
  * it. A global function: verified once. */
@@ -324,8 +372,11 @@ __noinline int count_slot(u32 s, struct folio_arg *a)
 	u64 fired = c->fired;
 	if (total > w->above && fired != seq)
 		wake(c, w, seq, fired, total);
-	if (a->record && w->id != a->id)
+	if (!a->record)
+		return 0;
+	if (w->id != a->id)
 		record_inode(w->id, a->ino, a->dev, a->generation, a->now);
+	record_recent(c, w, a);
 	return 0;
 }
 

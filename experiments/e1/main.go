@@ -242,14 +242,6 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	return a, os.Remove(w.File)
 }
 
-// diskOr is v, or NaN (n/a) when the device could not be read.
-func diskOr(a arm, v float64) float64 {
-	if !a.disk.OK {
-		return math.NaN()
-	}
-	return v
-}
-
 // reclaimed is the pages reclaimed from the writer's cgroup during a run:
 // every page it wrote was charged once, and what is not in its page cache
 // at the end was reclaimed. v1's pgpgin and pgpgout cannot give this: they
@@ -348,10 +340,8 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("throughput (MiB/s, write phase)", "%.1f", func(a arm) float64 { return lab.MiB(uint64(a.res.Throughput())) })
 	// A throttle that holds the limit runs the writer at the device's
 	// speed at best: busy below 100 % is device time it left unused.
-	num("device busy during the write phase (%)", "%.1f", func(a arm) float64 { return diskOr(a, a.disk.Busy*100) })
-	num("device write rate during the write phase (MiB/s)", "%.1f", func(a arm) float64 {
-		return diskOr(a, lab.MiB(a.disk.Written)/a.disk.Wall.Seconds())
-	})
+	num("device busy during the write phase (%)", "%.1f", func(a arm) float64 { return a.disk.BusyPercent() })
+	num("device write rate during the write phase (MiB/s)", "%.1f", func(a arm) float64 { return a.disk.WriteMiBps() })
 	num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
 	num("memcgd full flushes", "%.0f", field("writeout_flush"))
 	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))

@@ -112,6 +112,8 @@ type result struct {
 	// since fio started; -1 if never.
 	atLimit, firstOut time.Duration
 	daemon            lab.DaemonResult
+	// disk is the device during fio's run.
+	disk lab.DiskActivity
 	// attempts is how many attempts the run took (see errDisturbed).
 	attempts int
 }
@@ -179,7 +181,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			"others' written out during the run (MiB)", "share written out", "fio's cgroup first at its limit (s)",
 			"others' dirty first down 10% (s)", "age of oldest dirty page at end (s)",
 			"memcgd targeted write-outs", "memcgd full flushes", "dirty tracker", "memcgd ready after (s)",
-			"memcgd CPU during fio (% of one core)", "memcgd CPU (s)", "attempts"}}
+			"memcgd CPU during fio (% of one core)", "memcgd CPU (s)", "device busy during fio (%)", "device write rate during fio (MiB/s)", "attempts"}}
 		// Rotate the order between repetitions; report in the fixed order.
 		results := make([]result, len(vs))
 		var order []string
@@ -213,7 +215,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 				fmt.Sprintf("%.1f", lab.MiB(r.dirtyStart)), fmt.Sprintf("%.1f", lab.MiB(r.out)), share,
 				seconds(r.atLimit), seconds(r.firstOut), fmt.Sprintf("%.1f%s", r.age.Seconds(), note),
 				counter(r.daemon, "writeout_targeted"), counter(r.daemon, "writeout_flush"), tracker, startup(r.daemon),
-				busy(r.daemon), cpu(r.daemon), strconv.Itoa(r.attempts))
+				busy(r.daemon), cpu(r.daemon), oneDecimal(r.disk.BusyPercent()), oneDecimal(r.disk.WriteMiBps()), strconv.Itoa(r.attempts))
 		}
 		fmt.Printf("### Run %d (order: %s)\n\n%s\n", run, strings.Join(order, "; "), t.String())
 
@@ -229,6 +231,8 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		num("others' written out during the run (MiB)", "%.1f", func(r result) float64 { return lab.MiB(r.out) })
 		num("memcgd targeted write-outs", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_targeted"]) })
 		num("memcgd full flushes", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_flush"]) })
+		num("device busy during fio (%)", "%.1f", func(r result) float64 { return r.disk.BusyPercent() })
+		num("device write rate during fio (MiB/s)", "%.1f", func(r result) float64 { return r.disk.WriteMiBps() })
 		num("memcgd CPU during fio (% of one core)", "%.1f", func(r result) float64 {
 			if r.daemon.Busy < 0 {
 				return math.NaN() // no daemon
@@ -381,6 +385,7 @@ func (e experiment) attempt(ctx context.Context, b *lab.Bench, tag string, v var
 	// its children's, so Root minus fio's cgroup is the others'.
 	sm := b.Sample(10*time.Millisecond, b.Root, fc)
 	d.BusyStart()
+	disk0 := b.Disk()
 	if e.tool == "fio" {
 		r.fioBW, err = e.fio(ctx, fc, file)
 	} else {
@@ -389,6 +394,7 @@ func (e experiment) attempt(ctx context.Context, b *lab.Bench, tag string, v var
 		res, _, err = w.Run(ctx, fc)
 		r.fioBW = res.Throughput()
 	}
+	r.disk = b.Disk().Sub(disk0)
 	d.BusyEnd()
 	samples, serr := sm.Stop()
 	if err != nil {
@@ -473,4 +479,12 @@ func (e experiment) fio(ctx context.Context, c *lab.Cgroup, file string) (float6
 		return 0, fmt.Errorf("fio in %s: report has %d jobs, want 1", c.Path, len(rep.Jobs))
 	}
 	return rep.Jobs[0].Write.BWBytes, nil
+}
+
+// oneDecimal prints v with one decimal, "n/a" for NaN.
+func oneDecimal(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

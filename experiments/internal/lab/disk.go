@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +33,22 @@ type DiskActivity struct {
 	Wall time.Duration
 	// OK is false when either mark could not be read.
 	OK bool
+}
+
+// BusyPercent is Busy in percent, NaN (printed n/a) when not OK.
+func (a DiskActivity) BusyPercent() float64 {
+	if !a.OK {
+		return math.NaN()
+	}
+	return a.Busy * 100
+}
+
+// WriteMiBps is the write rate in MiB/s, NaN (printed n/a) when not OK.
+func (a DiskActivity) WriteMiBps() float64 {
+	if !a.OK {
+		return math.NaN()
+	}
+	return MiB(a.Written) / a.Wall.Seconds()
 }
 
 // Disk reads the statistics of the block device holding l.Dir. A device

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,12 +45,13 @@ func TestDiskMarkSub(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	a := DiskMark{at: t0, written: 1 << 20, busy: time.Second, ok: true}
 	for _, tc := range []struct {
-		name string
-		b    DiskMark
-		want DiskActivity
+		name       string
+		b          DiskMark
+		want       DiskActivity
+		busy, rate float64 // BusyPercent, WriteMiBps when OK
 	}{
 		{name: "half busy", b: DiskMark{at: t0.Add(2 * time.Second), written: 3 << 20, busy: 2 * time.Second, ok: true},
-			want: DiskActivity{Busy: 0.5, Written: 2 << 20, Wall: 2 * time.Second, OK: true}},
+			want: DiskActivity{Busy: 0.5, Written: 2 << 20, Wall: 2 * time.Second, OK: true}, busy: 50, rate: 1},
 		// io_ticks is counted in jiffies and may run ahead of a short wall.
 		{name: "capped at 1", b: DiskMark{at: t0.Add(10 * time.Millisecond), written: 1 << 20, busy: time.Second + 12*time.Millisecond, ok: true},
 			want: DiskActivity{Busy: 1, Wall: 10 * time.Millisecond, OK: true}},
@@ -57,8 +59,16 @@ func TestDiskMarkSub(t *testing.T) {
 		{name: "no time passed", b: DiskMark{at: t0, ok: true}, want: DiskActivity{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.b.Sub(a); got != tc.want {
+			got := tc.b.Sub(a)
+			if got != tc.want {
 				t.Errorf("Sub = %+v, want %+v", got, tc.want)
+			}
+			busy, rate := got.BusyPercent(), got.WriteMiBps()
+			if got.OK != !math.IsNaN(busy) || got.OK != !math.IsNaN(rate) {
+				t.Errorf("BusyPercent, WriteMiBps = %v, %v: want numbers exactly when OK (%v)", busy, rate, got.OK)
+			}
+			if tc.busy != 0 && (busy != tc.busy || rate != tc.rate) {
+				t.Errorf("BusyPercent, WriteMiBps = %v %%, %v MiB/s, want %v, %v", busy, rate, tc.busy, tc.rate)
 			}
 		})
 	}

@@ -18,7 +18,9 @@ import (
 // a channel, a select or a lock. A goroutine made ready by a send is
 // runnable in that snapshot, never parked, so a snapshot cannot miss work
 // in flight, as long as no state counted as parked can end by the
-// runtime's doing alone (parkedStates).
+// runtime's doing alone (parkedStates). Should one ever do, the Agent
+// reports it (Agent.Stop): an agent goroutine calling the host or setting
+// a timer while the clock may move.
 
 // goroutineInfo is one goroutine of a runtime.Stack(all) snapshot.
 type goroutineInfo struct {

@@ -217,3 +217,34 @@ func TestSnapshotRuntimeWaitsAreBusy(t *testing.T) {
 		})
 	}
 }
+
+// An agent goroutine acting on the simulation between drains is recorded
+// for Stop, the first one only; while the driver has woken the agent it
+// is not.
+func TestTouchBetweenDrains(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		awake []bool // per touch
+		want  string // the stray recorded, "" for none
+	}{
+		{"during drains", []bool{true, true}, ""},
+		{"between drains", []bool{false}, "an agent goroutine's call 0 at 2ms"},
+		{"the first kept", []bool{true, false, false}, "an agent goroutine's call 1 at 2ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Agent{}
+			d.now.Store(int64(2 * time.Millisecond))
+			for i, awake := range tc.awake {
+				d.awake.Store(awake)
+				d.touch(fmt.Sprintf("call %d", i))
+			}
+			got := ""
+			if s := d.stray.Load(); s != nil {
+				got = *s
+			}
+			if got != tc.want {
+				t.Errorf("stray %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

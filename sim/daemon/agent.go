@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -76,6 +77,15 @@ type Agent struct {
 	stopped bool
 	byTimer bool      // the drain began with a throttle deadline's callback
 	callLog *[]string // tests: every call served
+	// awake is set while the agent may run: from the moment the driver
+	// wakes it (Start, a timer, a report, Stop) until a drain has found
+	// every goroutine of it parked and armed its timers. A host call or
+	// a timer change with awake unset comes from a goroutine the
+	// quiescence check took for parked while it was not: it ran while the
+	// simulated clock moved, and its timers may never be armed. stray
+	// keeps the first, for Stop to report.
+	awake atomic.Bool
+	stray atomic.Pointer[string]
 
 	mu      sync.Mutex // guards pending and the clock's timers
 	pending []*hostCall
@@ -127,15 +137,19 @@ func (d *Agent) Start(k *kernel.Kernel) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.runErr = make(chan error, 1)
+	d.awake.Store(true)
 	d.spawn <- func() { d.runErr <- a.Run(ctx) }
 	d.drain()
 	return nil
 }
 
 // Stop stops the agent and serves its calls until Run returns: Run ends
-// every throttle episode (thaws) on the way out.
+// every throttle episode (thaws) on the way out. It reports Run's error,
+// and an agent goroutine that ran while the simulated clock moved (the
+// run's results do not hold then).
 func (d *Agent) Stop() error {
 	d.stopped = true
+	d.awake.Store(true)
 	d.cancel()
 	var err error
 	for done := false; !done; {
@@ -151,6 +165,9 @@ func (d *Agent) Stop() error {
 	for d.serveOne() {
 	}
 	close(d.spawn)
+	if s := d.stray.Load(); s != nil {
+		err = errors.Join(err, fmt.Errorf("sim agent: %s while the simulated clock moved: the quiescence check took a busy goroutine for parked", *s))
+	}
 	return err
 }
 
@@ -183,6 +200,17 @@ func (d *Agent) drain() {
 	}
 	d.byTimer = false
 	d.syncTimers()
+	d.awake.Store(false)
+}
+
+// touch records, for Stop, an agent goroutine acting on the simulation
+// (what) while the agent should be parked. Agent goroutines only.
+func (d *Agent) touch(what string) {
+	if d.awake.Load() {
+		return
+	}
+	s := fmt.Sprintf("an agent goroutine's %s at %v", what, time.Duration(d.now.Load()))
+	d.stray.CompareAndSwap(nil, &s)
 }
 
 // waitParked waits until every agent goroutine is parked.
@@ -230,6 +258,7 @@ func (d *Agent) serveOne() bool {
 // call runs fn on the driver's goroutine, in its turn, and returns once
 // it has run. Agent goroutines only.
 func (d *Agent) call(method string, cg host.Cgroup, fn func()) {
+	d.touch("call " + method)
 	c := &hostCall{method: method, cg: cg, fn: fn, done: make(chan struct{})}
 	d.mu.Lock()
 	d.pending = append(d.pending, c)
@@ -245,6 +274,7 @@ func (d *Agent) watchFired(k *kernel.Kernel, m int32) {
 		id = k.NewTimer(func(k *kernel.Kernel) {
 			// The clock moves before the report wakes the loop.
 			d.now.Store(int64(k.Now()))
+			d.awake.Store(true)
 			d.Wakeups++
 			if d.callLog != nil {
 				*d.callLog = append(*d.callLog, fmt.Sprintf("%d report", d.k.Now()))
@@ -343,6 +373,7 @@ func (d *Agent) timerFired(kt int32) {
 		return
 	}
 	d.now.Store(int64(d.k.Now()))
+	d.awake.Store(true)
 	if d.callLog != nil {
 		*d.callLog = append(*d.callLog, fmt.Sprintf("%d fire %d func %v", d.k.Now(), kt, t.f != nil))
 	}
@@ -395,6 +426,7 @@ func (t *simTimer) C() <-chan time.Time { return t.ch }
 // Stop disarms t; a fire not yet received is dropped, as time.Timer's
 // since Go 1.23.
 func (t *simTimer) Stop() bool {
+	t.d.touch("timer stop")
 	t.d.mu.Lock()
 	defer t.d.mu.Unlock()
 	was := t.armed
@@ -411,6 +443,7 @@ func (t *simTimer) Stop() bool {
 }
 
 func (t *simTimer) Reset(dur time.Duration) {
+	t.d.touch("timer reset")
 	t.d.mu.Lock()
 	defer t.d.mu.Unlock()
 	if t.ch != nil {

@@ -54,7 +54,7 @@ func main() {
 	flag.DurationVar(&e.every, "every", time.Millisecond, "sampling interval of dirty+writeback (an unpaced writer fills dirty_bytes in a few ms)")
 	flag.StringVar(&e.parts, "parts", "12", "parts to run: 1 (dirty limit), 2 (bandwidth) or 12")
 	modes := flag.String("modes", "paced,unpaced", "part 1's writer modes, comma-separated: paced, unpaced")
-	flag.StringVar(&e.trace, "trace", "", "directory to write part 1's samples to, one CSV per arm and run (ms since the start, dirty+writeback bytes, frozen 0/1)")
+	flag.StringVar(&e.trace, "trace", "", "directory to write part 1's samples to, one CSV per arm and run (ms since the start, dirty+writeback bytes, of which under writeback, frozen 0/1)")
 	flag.Parse()
 	for _, m := range strings.Split(*modes, ",") {
 		switch m {
@@ -269,13 +269,13 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 // sampling began, dirty+writeback bytes, and 1 when the cgroup was frozen.
 func writeTrace(file string, s lab.DirtySamples) error {
 	var b strings.Builder
-	b.WriteString("ms,dirty_writeback_bytes,frozen\n")
+	b.WriteString("ms,dirty_writeback_bytes,writeback_bytes,frozen\n")
 	for i, at := range s.At {
 		f := 0
 		if s.Frozen[i] {
 			f = 1
 		}
-		fmt.Fprintf(&b, "%.3f,%d,%d\n", ms(at), s.Bytes[i], f)
+		fmt.Fprintf(&b, "%.3f,%d,%d,%d\n", ms(at), s.Bytes[i], s.Writeback[i], f)
 	}
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("-trace: %w", err)

@@ -32,6 +32,9 @@ type DirtySamples struct {
 	// total_dirty + total_writeback on v1, file_dirty + file_writeback
 	// on v2) at each observation.
 	Bytes Series
+	// Writeback is the part of Bytes under writeback: submitted to the
+	// device, not yet written.
+	Writeback []uint64
 	// Frozen says whether the cgroup was frozen (cgroup.freeze 1 or
 	// freezer.state not THAWED) at each observation.
 	Frozen []bool
@@ -98,13 +101,13 @@ func (l *Lab) SampleDirty(every time.Duration, c *Cgroup) (*DirtySampler, error)
 				s.err = fmt.Errorf("read %s: %w", stat.Name(), err)
 				return
 			}
-			var bytes uint64
+			var bytes, wb uint64
 			if v2 {
 				err = format.ParseMemoryStatV2(buf[:n], &m2)
-				bytes = m2.FileDirty + m2.FileWriteback
+				bytes, wb = m2.FileDirty+m2.FileWriteback, m2.FileWriteback
 			} else {
 				err = format.ParseMemoryStatV1(buf[:n], &m1)
-				bytes = m1.Total.Dirty + m1.Total.Writeback
+				bytes, wb = m1.Total.Dirty+m1.Total.Writeback, m1.Total.Writeback
 			}
 			if err != nil {
 				s.err = fmt.Errorf("parse %s: %w", stat.Name(), err)
@@ -123,6 +126,7 @@ func (l *Lab) SampleDirty(every time.Duration, c *Cgroup) (*DirtySampler, error)
 			}
 			s.samples.At = append(s.samples.At, at)
 			s.samples.Bytes = append(s.samples.Bytes, bytes)
+			s.samples.Writeback = append(s.samples.Writeback, wb)
 			s.samples.Frozen = append(s.samples.Frozen, frozen)
 			select {
 			case <-s.stop:

@@ -26,7 +26,7 @@ type dirtytrackCount struct {
 	Recent  uint64
 	LastIno uint64
 	LastDev uint32
-	Pad     uint32
+	LastGen uint32
 }
 
 type dirtytrackInodeKey struct {
@@ -52,6 +52,8 @@ type dirtytrackMemcgEntry struct {
 	LastIno uint64
 	LastDev uint32
 	Same    uint32
+	LastGen uint32
+	Pad     uint32
 }
 
 type dirtytrackRecentKey struct {

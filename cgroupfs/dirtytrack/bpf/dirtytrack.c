@@ -80,9 +80,9 @@ struct count {
 	u64 dirtied; /* bytes dirtied in the subtree since Watch */
 	u64 fired;   /* wake.seq of the last wake-up sent */
 	u64 recent;  /* entries written to the recent map since Watch */
-	u64 last_ino; /* the last one's inode and device: a streaming file */
-	u32 last_dev; /* is not written again and again */
-	u32 pad;
+	u64 last_ino; /* the last one's inode, device and generation: a */
+	u32 last_dev; /* streaming file is not written again and again */
+	u32 last_gen;
 };
 
 struct wake {
@@ -102,7 +102,9 @@ struct memcg_entry {
 	u32 slot[MAX_WATCHED_ANC]; /* [k]: 1 + slot of the k-th ancestor (0: itself), 0 if unwatched */
 	u64 last_ino;
 	u32 last_dev;
-	u32 same; /* folios of last_ino since it was recorded */
+	u32 same;     /* folios of last_ino since it was recorded */
+	u32 last_gen; /* its i_generation: a new file may reuse an inode number */
+	u32 pad;
 };
 
 struct inode_key {
@@ -341,14 +343,18 @@ struct folio_arg {
 };
 
 /* record_recent writes a folio's inode into the recent ring of the watched
- * cgroup of slot c/w, unless it is the one written last. Two CPUs may take
- * the same test and write it twice: harmless. */
+ * cgroup of slot c/w, unless it is the one written last. The generation
+ * is compared too: a file deleted and created again often gets the same
+ * inode number, and the old generation would name the deleted file, so
+ * its handle would fail (ESTALE) and the new file never be written out.
+ * Two CPUs may take the same test and write it twice: harmless. */
 static __always_inline void record_recent(struct count *c, struct wake *w, struct folio_arg *a)
 {
-	if (c->last_ino == a->ino && c->last_dev == a->dev)
+	if (c->last_ino == a->ino && c->last_dev == a->dev && c->last_gen == a->generation)
 		return;
 	c->last_ino = a->ino;
 	c->last_dev = a->dev;
+	c->last_gen = a->generation;
 	u64 n = __sync_fetch_and_add(&c->recent, 1);
 	struct recent_key k = {.id = w->id, .idx = n % RECENT};
 	struct recent_val v = {.ino = a->ino, .dev = a->dev, .generation = a->generation};
@@ -447,15 +453,18 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 	if ((mode & S_IFMT) == S_IFREG) {
 		u64 ino = host->i_ino;
 		u32 dev = sb->s_dev;
-		if (e->last_ino != ino || e->last_dev != dev || ++e->same >= INODE_REFRESH_FOLIOS) {
+		u32 generation = host->i_generation;
+		if (e->last_ino != ino || e->last_dev != dev || e->last_gen != generation ||
+		    ++e->same >= INODE_REFRESH_FOLIOS) {
 			u64 now = bpf_jiffies64();
 			e->last_ino = ino;
 			e->last_dev = dev;
+			e->last_gen = generation;
 			e->same = 0;
 			a.ino = ino;
 			a.dev = dev;
 			a.now = now;
-			a.generation = host->i_generation;
+			a.generation = generation;
 			a.record = 1;
 			record_inode(id, ino, dev, a.generation, now);
 		}

@@ -115,14 +115,8 @@ const recentLen = 16
 // for a full inodes map of 65,536; BenchmarkInodes). Entries the LRU of
 // Options.MaxRecent evicted are missing; Inodes has the rest.
 func (t *Tracker) Recent(id uint64) ([]Inode, error) {
-	t.mu.Lock()
-	slot, ok := t.slots[id]
-	t.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("dirtytrack: recent inodes of cgroup %d: %w", id, ErrNotWatched)
-	}
-	var c dirtytrackCount
-	if err := t.objs.Counts.Lookup(slot, &c); err != nil {
+	c, err := t.count(id)
+	if err != nil {
 		return nil, fmt.Errorf("dirtytrack: recent inodes of cgroup %d: %w", id, err)
 	}
 	n := min(c.Recent, recentLen)

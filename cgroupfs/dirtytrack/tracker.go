@@ -405,17 +405,25 @@ func (t *Tracker) bumpGen() error {
 // since it was first watched. Like memory.stat, a partial write dirties a
 // whole folio (up to 2 MiB on ext4 with large folios).
 func (t *Tracker) Dirtied(id uint64) (uint64, error) {
-	t.mu.Lock()
-	slot, ok := t.slots[id]
-	t.mu.Unlock()
-	if !ok {
-		return 0, fmt.Errorf("dirtytrack: dirtied of cgroup %d: %w", id, ErrNotWatched)
-	}
-	var c dirtytrackCount
-	if err := t.objs.Counts.Lookup(slot, &c); err != nil {
+	c, err := t.count(id)
+	if err != nil {
 		return 0, fmt.Errorf("dirtytrack: dirtied of cgroup %d: %w", id, err)
 	}
 	return c.Dirtied, nil
+}
+
+// count reads the program's count of the watched cgroup id: its dirtied
+// bytes and its ring of recent inodes. It wraps ErrNotWatched for a
+// cgroup not watched.
+func (t *Tracker) count(id uint64) (dirtytrackCount, error) {
+	t.mu.Lock()
+	slot, ok := t.slots[id]
+	t.mu.Unlock()
+	var c dirtytrackCount
+	if !ok {
+		return c, ErrNotWatched
+	}
+	return c, t.objs.Counts.Lookup(slot, &c)
 }
 
 // Watched returns how many cgroups are watched.

@@ -215,7 +215,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 				fmt.Sprintf("%.1f", lab.MiB(r.dirtyStart)), fmt.Sprintf("%.1f", lab.MiB(r.out)), share,
 				seconds(r.atLimit), seconds(r.firstOut), fmt.Sprintf("%.1f%s", r.age.Seconds(), note),
 				counter(r.daemon, "writeout_targeted"), counter(r.daemon, "writeout_flush"), tracker, startup(r.daemon),
-				busy(r.daemon), cpu(r.daemon), oneDecimal(r.disk.BusyPercent()), oneDecimal(r.disk.WriteMiBps()), strconv.Itoa(r.attempts))
+				busy(r.daemon), cpu(r.daemon), lab.FormatNum("%.1f", r.disk.BusyPercent()), lab.FormatNum("%.1f", r.disk.WriteMiBps()), strconv.Itoa(r.attempts))
 		}
 		fmt.Printf("### Run %d (order: %s)\n\n%s\n", run, strings.Join(order, "; "), t.String())
 
@@ -479,12 +479,4 @@ func (e experiment) fio(ctx context.Context, c *lab.Cgroup, file string) (float6
 		return 0, fmt.Errorf("fio in %s: report has %d jobs, want 1", c.Path, len(rep.Jobs))
 	}
 	return rep.Jobs[0].Write.BWBytes, nil
-}
-
-// oneDecimal prints v with one decimal, "n/a" for NaN.
-func oneDecimal(v float64) string {
-	if math.IsNaN(v) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f", v)
 }

@@ -27,9 +27,9 @@ func NewCompare(arms ...string) *Compare {
 // Num adds a row of the arms' numbers, in the order of NewCompare,
 // printed with format (as "%.1f"), and their relative changes.
 func (c *Compare) Num(name, format string, v ...float64) {
-	row := []string{name, formatNum(format, v[0])}
+	row := []string{name, FormatNum(format, v[0])}
 	for _, x := range v[1:] {
-		row = append(row, formatNum(format, x), Change(v[0], x))
+		row = append(row, FormatNum(format, x), Change(v[0], x))
 	}
 	c.Add(row...)
 }

@@ -64,10 +64,10 @@ func (l *Lab) Disk() DiskMark {
 		return DiskMark{}
 	}
 	m, err := parseDiskStat(string(b))
-	m.at = time.Now()
 	if err != nil {
 		return DiskMark{}
 	}
+	m.at = time.Now()
 	return m
 }
 

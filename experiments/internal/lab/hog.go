@@ -25,8 +25,8 @@ type Hogs struct {
 
 // StartHogs starts n busy loops in a cgroup of their own beneath the lab's
 // root, with no memory limit (memcgd leaves it alone: the experiments
-// manage limited cgroups only). Stop ends them; Close does if they are
-// left running.
+// manage limited cgroups only). The lab's Close kills them, by PID, and
+// removes the cgroup.
 func (l *Lab) StartHogs(ctx context.Context, n int) (*Hogs, error) {
 	c, err := l.Cgroup(nil, "cpu-hogs", CgroupOptions{})
 	if err != nil {

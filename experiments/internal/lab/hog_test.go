@@ -15,16 +15,7 @@ import (
 // On the real kernel: each hog spins in the lab's cpu-hogs cgroup, in a
 // session of its own, and is gone once the lab is closed.
 func TestHogsSpinInTheirOwnCgroupAndSession(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to create cgroups")
-		}
-		t.Skip("needs root to create cgroups")
-	}
-	l, err := New(Options{Scratch: "/var/tmp"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newRealLab(t)
 	closed := false
 	defer func() {
 		if !closed {

@@ -73,7 +73,7 @@ func (m *Medians) String() string {
 	}
 	t := Table{Header: h}
 	for _, r := range m.rows {
-		row := []string{r.name, formatNum(r.format, Median(r.vals[0]))}
+		row := []string{r.name, FormatNum(r.format, Median(r.vals[0]))}
 		for i := 1; i < len(m.arms); i++ {
 			ch := make([]float64, len(r.vals[i]))
 			for k := range ch {
@@ -84,15 +84,15 @@ func (m *Medians) String() string {
 			if !math.IsNaN(c) {
 				cs = fmt.Sprintf("%+.1f%%", c)
 			}
-			row = append(row, formatNum(r.format, Median(r.vals[i])), cs)
+			row = append(row, FormatNum(r.format, Median(r.vals[i])), cs)
 		}
 		t.Add(row...)
 	}
 	return t.String()
 }
 
-// formatNum prints v with format, "n/a" for NaN.
-func formatNum(format string, v float64) string {
+// FormatNum prints v with format, "n/a" for NaN.
+func FormatNum(format string, v float64) string {
 	if math.IsNaN(v) {
 		return "n/a"
 	}
@@ -139,7 +139,7 @@ func (t *Targets) String() string {
 	for _, r := range t.rows {
 		var runs []string
 		for _, v := range r.vals {
-			runs = append(runs, formatNum(r.format, v))
+			runs = append(runs, FormatNum(r.format, v))
 		}
 		med := Median(r.vals)
 		met := "no"
@@ -151,7 +151,7 @@ func (t *Targets) String() string {
 		case r.met(med):
 			met = "yes"
 		}
-		tab.Add(r.target, r.arm, strings.Join(runs, ", "), formatNum(r.format, med), met)
+		tab.Add(r.target, r.arm, strings.Join(runs, ", "), FormatNum(r.format, med), met)
 	}
 	return tab.String()
 }

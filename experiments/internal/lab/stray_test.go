@@ -14,16 +14,7 @@ import (
 // memcgd's freezer twin of a memory-only cgroup, does not keep Close from
 // removing the lab.
 func TestCloseRemovesCgroupsTheLabDidNotMake(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to create cgroups")
-		}
-		t.Skip("needs root to create cgroups")
-	}
-	l, err := New(Options{Scratch: "/var/tmp"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newRealLab(t)
 	var stray []string
 	for _, top := range []string{l.Root.Dir, l.Root.Freezer, l.Root.Unified} {
 		if top == "" {
@@ -86,4 +77,22 @@ func TestCloseRemovesCgroupsTheLabDidNotMake(t *testing.T) {
 			t.Errorf("%s still there after Close (%v)", top, err)
 		}
 	}
+}
+
+// newRealLab makes a lab on the real kernel, which the test closes. It
+// skips without root, and fails without it under CI=true, where the
+// real-kernel tests must run.
+func newRealLab(t *testing.T) *Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to create cgroups")
+		}
+		t.Skip("needs root to create cgroups")
+	}
+	l, err := New(Options{Scratch: "/var/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -187,12 +187,24 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 // the thaw level. Then the driver thaws on time by its own timer however
 // slow its reaction; a step that sees the level reached first thaws it
 // earlier (a pause is the measured drain).
+//
+// The timer is for a step that comes late, so it never runs out before
+// the next look (MinLook while frozen) plus the reaction delay, up to
+// MinLook more: the device completes writeback in batches (on the v1
+// host 14-27 MiB every 10-15 ms), so the drain at the average bandwidth
+// is often due before the batch has completed, and a timer at MinLook
+// raced the look that would have held the cgroup: in E2 it thawed the
+// writer at 16-18 MiB 127 times in a run, each followed by a refreeze a
+// fraction of a millisecond later, the writer dirtying meanwhile
+// (docs/closedloop.md, "Sixth session"). A slow driver (a reaction delay
+// above MinLook) is not waited for: its timer keeps the sawtooth.
 func (c *Controller) holdFor(in Input, dirty uint64, left time.Duration) time.Duration {
 	if !c.bw.drainMeasured {
 		return left
 	}
 	drain := time.Duration(float64(sat(dirty, c.thawLevel(in))) / c.bw.avg * float64(time.Second))
-	return max(min(drain, left), MinLook)
+	look := MinLook + min(in.Reaction, MinLook)
+	return max(min(max(drain, look), left), MinLook)
 }
 
 // runFor is how long a thawed cgroup at dirty may run before the driver

@@ -221,7 +221,10 @@ func TestClosedLoopThrottle(t *testing.T) {
 				{at: 20 * ms, dirty: 12 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 20 * ms, nextLook: -1, bw: 200 * mib},
 				// held no longer than the device takes to 12.2 MiB: 19 ms
 				{at: 30 * ms, dirty: 16 * mib, dirtied: 4 * mib, freezer: H, runFor: -1, throttle: ThrottleFreeze, holdFor: 19 * ms, episode: true, nextLook: -1},
-				{at: 48 * ms, dirty: 12*mib + 209715 + 4096, dirtied: 4 * mib, freezer: H, runFor: -1, throttle: ThrottleHold, holdFor: MinLook, episode: true, nextLook: -1},
+				// the drain is due at once, but the timer waits for the
+				// next look and its reaction: a timer at MinLook raced the
+				// look, and thawed a cgroup whose batch had not completed
+				{at: 48 * ms, dirty: 12*mib + 209715 + 4096, dirtied: 4 * mib, freezer: H, runFor: -1, throttle: ThrottleHold, holdFor: MinLook + 1*ms, episode: true, nextLook: -1},
 				{at: 49 * ms, dirty: 12*mib + 209715, dirtied: 4 * mib, freezer: H, throttle: ThrottleThaw, episode: true, paused: 19 * ms, nextLook: -1, runFor: -1},
 			},
 		},

@@ -304,3 +304,33 @@ func TestTheDriversWordOnTheFreezerWins(t *testing.T) {
 		}
 	})
 }
+
+// HoldFor is the driver's deadline for a late step, so it never runs out
+// before the next look (MinLook while frozen) and the driver's reaction,
+// up to MinLook more: a device that completes writeback in batches is
+// often behind the drain the average bandwidth predicts. A slow driver is
+// not waited for, and MaxPause still bounds the freeze.
+func TestHoldForWaitsForTheNextLook(t *testing.T) {
+	const ms, mib = time.Millisecond, uint64(1 << 20)
+	dl := memcg.DirtyLimits{Limit: 16 * mib, Background: 8 * mib} // thaw level 12 MiB plus bw × Reaction
+	for _, tc := range []struct {
+		name     string
+		reaction time.Duration
+		dirty    uint64
+		left     time.Duration
+		want     time.Duration
+	}{
+		{"a drain due at once, no reaction delay: the next look", 0, 12 * mib, MaxPause, MinLook},
+		{"a drain due at once, 1 ms reaction: the next look and its reaction", ms, 12 * mib, MaxPause, 2 * ms},
+		{"a drain due at once, a slow driver (50 ms): not waited for", 50 * ms, 12 * mib, MaxPause, 2 * ms},
+		{"a drain longer than the look: the drain (4 MiB above the thaw level at 400 MiB/s)", ms, 16*mib + 419430, MaxPause, 10 * ms},
+		{"what is left of MaxPause bounds it", ms, 16*mib + 419430, 3 * ms / 2, 3 * ms / 2},
+		{"and MinLook bounds that", ms, 16*mib + 419430, ms / 2, MinLook},
+	} {
+		c := Controller{domainLimit: dl.Limit, bw: bandwidth{bw: 400 * float64(mib), avg: 400 * float64(mib), drainMeasured: true}}
+		in := Input{Dirty: dl, Reaction: tc.reaction}
+		if got := c.holdFor(in, tc.dirty, tc.left); got != tc.want {
+			t.Errorf("%s: holdFor %v, want %v (thaw level %.2f MiB)", tc.name, got, tc.want, float64(c.thawLevel(in))/float64(mib))
+		}
+	}
+}

@@ -423,7 +423,11 @@ func (t *Tracker) count(id uint64) (dirtytrackCount, error) {
 	if !ok {
 		return c, ErrNotWatched
 	}
-	return c, t.objs.Counts.Lookup(slot, &c)
+	// Lookup fills c before c is returned: in "return c, Lookup(&c)" the
+	// order of the two is not specified (the Go spec, Order of
+	// evaluation).
+	err := t.objs.Counts.Lookup(slot, &c)
+	return c, err
 }
 
 // Watched returns how many cgroups are watched.

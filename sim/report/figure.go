@@ -75,6 +75,7 @@ const (
 	envelopeBuckets = 1000
 )
 
+// The figure's fonts and inks; read only.
 var (
 	sans       = font.Font{Typeface: "Liberation", Variant: "Sans"}
 	sansBold   = font.Font{Typeface: "Liberation", Variant: "Sans", Weight: stdfont.WeightBold}

@@ -9,6 +9,7 @@ import (
 // keyed by its name, so that the eye follows it from dirty.png to
 // throughput.png; quantities of one variant differ by line style instead.
 
+// The palette; read only.
 var (
 	// stockColor is the baseline's: a neutral dark grey.
 	stockColor = color.RGBA{0x33, 0x33, 0x33, 0xff}

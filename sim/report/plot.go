@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -119,35 +120,44 @@ func (ta timeAxis) line(r *run.Result, name string, st lineStyle, g gauge) serie
 	return s
 }
 
+// plotRun is what the figures of a run share: its variants, their
+// colours, and the time axes.
+type plotRun struct {
+	sc       *scenario.Scenario
+	rs       []*run.Result
+	variants []string
+	colors   []color.Color
+	// whole spans the run; focus skips the focus cgroup's empty lead-in
+	// (plotStart), which focusNote then names.
+	whole, focus timeAxis
+	focusNote    string
+}
+
 // figures are the run's three figures.
 func figures(sc *scenario.Scenario, rs []*run.Result) []*figure {
-	names := make([]string, len(rs))
+	pr := &plotRun{sc: sc, rs: rs, variants: make([]string, len(rs))}
 	var end float64
 	for i, r := range rs {
-		names[i] = r.Variant
+		pr.variants[i] = r.Variant
 		if n := len(r.Samples); n > 0 {
 			end = max(end, r.Samples[n-1].T.Seconds())
 		}
 	}
-	colors := variantColors(names)
+	pr.colors = variantColors(pr.variants)
 	per, unit := timeScale(end)
-	whole := timeAxis{perSecond: per, unit: unit, end: end}
-	focus := whole
-	focus.start = plotStart(leadIn(rs), end)
-	note := ""
-	if focus.start > 0 {
-		note = fmt.Sprintf("%s empty before %s %s", sc.Report.Focus, formatValue(focus.start*per), unit)
+	pr.whole = timeAxis{perSecond: per, unit: unit, end: end}
+	pr.focus = pr.whole
+	pr.focus.start = plotStart(leadIn(rs), end)
+	if pr.focus.start > 0 {
+		pr.focusNote = fmt.Sprintf("%s empty before %s %s", sc.Report.Focus, formatValue(pr.focus.start*per), unit)
 	}
-	base := func(name, title string, ta timeAxis, note string, cols ...column) *figure {
-		return &figure{name: name, title: title, xLabel: ta.label(note), xMin: ta.start * per, xMax: ta.end * per,
-			cols: cols, variants: names, colors: colors}
-	}
-	return []*figure{
-		dirtyFigure(base("dirty", "Dirty+writeback of "+sc.Report.Focus+" against its dirty thresholds", focus, note,
-			column{unit: "MiB"}), focus, rs),
-		usageFigure(sc, rs, focus, note, base),
-		throughputFigure(sc, rs, whole, base),
-	}
+	return []*figure{pr.dirty(), pr.usage(), pr.throughput()}
+}
+
+// figure is an empty figure of the run on time axis ta.
+func (pr *plotRun) figure(name, title string, ta timeAxis, note string, cols ...column) *figure {
+	return &figure{name: name, title: title, xLabel: ta.label(note), xMin: ta.start * ta.perSecond,
+		xMax: ta.end * ta.perSecond, cols: cols, variants: pr.variants, colors: pr.colors}
 }
 
 // leadIn is the time of the last sample before the focus cgroup first held
@@ -167,8 +177,12 @@ func leadIn(rs []*run.Result) float64 {
 	return max(lead, 0)
 }
 
-func dirtyFigure(f *figure, ta timeAxis, rs []*run.Result) *figure {
-	for _, r := range rs {
+// dirty is the focus cgroup's dirty+writeback against its dirty thresholds.
+func (pr *plotRun) dirty() *figure {
+	ta := pr.focus
+	f := pr.figure("dirty", "Dirty+writeback of "+pr.sc.Report.Focus+" against its dirty thresholds", ta, pr.focusNote,
+		column{unit: "MiB"})
+	for _, r := range pr.rs {
 		f.panels = append(f.panels, []panel{{
 			data: []series{ta.line(r, "dirty+writeback", solid, func(s *run.Sample) (float64, bool) {
 				return mibOf(s.Dirty + s.Writeback), true
@@ -186,15 +200,14 @@ func dirtyFigure(f *figure, ta timeAxis, rs []*run.Result) *figure {
 	return f
 }
 
-type figureBase func(name, title string, ta timeAxis, note string, cols ...column) *figure
-
-// usageFigure has a column of usage against the limit and, when a variant
-// has seed 001's watermarks, a column of free pages under the limit
-// against them: on the usage scale the watermarks (a few MiB under the
-// limit) could not be told from the limit.
-func usageFigure(sc *scenario.Scenario, rs []*run.Result, ta timeAxis, note string, base figureBase) *figure {
+// usage has a column of usage against the limit and, when a variant has
+// seed 001's watermarks, a column of free pages under the limit against
+// them: on the usage scale the watermarks (a few MiB under the limit)
+// could not be told from the limit.
+func (pr *plotRun) usage() *figure {
+	ta := pr.focus
 	wmarks := false
-	for _, r := range rs {
+	for _, r := range pr.rs {
 		for _, s := range r.Samples {
 			if s.WmarkHigh > 0 && s.Limit > 0 {
 				wmarks = true
@@ -202,15 +215,15 @@ func usageFigure(sc *scenario.Scenario, rs []*run.Result, ta timeAxis, note stri
 			}
 		}
 	}
-	title := "Usage of " + sc.Report.Focus + " against its limit"
+	title := "Usage of " + pr.sc.Report.Focus + " against its limit"
 	cols := []column{{title: "usage", unit: "MiB"}}
 	if wmarks {
 		title += ", and its free pages under the limit against seed 001's watermarks"
 		cols = append(cols, column{title: "free under the limit (limit − usage)", unit: "MiB", band: true})
 	}
-	f := base("usage", title, ta, note, cols...)
+	f := pr.figure("usage", title, ta, pr.focusNote, cols...)
 	limited := func(s *run.Sample) bool { return s.Limit > 0 }
-	for _, r := range rs {
+	for _, r := range pr.rs {
 		row := []panel{{
 			data: []series{ta.line(r, "usage", solid, func(s *run.Sample) (float64, bool) { return mibOf(s.Usage), true })},
 			refs: []series{ta.line(r, "limit", dashed, func(s *run.Sample) (float64, bool) { return mibOf(s.Limit), limited(s) })},
@@ -235,19 +248,21 @@ func usageFigure(sc *scenario.Scenario, rs []*run.Result, ta timeAxis, note stri
 	return f
 }
 
-// throughputFigure is the first disk's write throughput, over the whole
-// run (the disk serves every cgroup), against its write bandwidth.
-func throughputFigure(sc *scenario.Scenario, rs []*run.Result, ta timeAxis, base figureBase) *figure {
+// throughput is the first disk's write throughput, over the whole run
+// (the disk serves every cgroup), against its write bandwidth.
+func (pr *plotRun) throughput() *figure {
+	ta := pr.whole
 	disk, bw := "disk 0", 0.0
-	if len(sc.Disks) > 0 {
-		disk, bw = sc.Disks[0].Name, float64(sc.Disks[0].WriteBandwidth)/(1<<20)
+	if len(pr.sc.Disks) > 0 {
+		disk, bw = pr.sc.Disks[0].Name, float64(pr.sc.Disks[0].WriteBandwidth)/(1<<20)
 	}
-	f := base("throughput", "Write throughput of "+disk+" (every cgroup's writes)", ta, "", column{unit: "MiB/s"})
-	for _, r := range rs {
+	f := pr.figure("throughput", "Write throughput of "+disk+" (every cgroup's writes)", ta, "", column{unit: "MiB/s"})
+	for _, r := range pr.rs {
 		p := panel{data: []series{rate(r, ta)}}
 		if bw > 0 && len(r.Samples) > 0 {
-			p.refs = []series{{name: "write_bandwidth", style: dashed, xy: plotter.XYs{
-				{X: r.Samples[0].T.Seconds() * ta.perSecond, Y: bw}, {X: r.Samples[len(r.Samples)-1].T.Seconds() * ta.perSecond, Y: bw}}}}
+			first, last := r.Samples[0].T.Seconds(), r.Samples[len(r.Samples)-1].T.Seconds()
+			p.refs = []series{{name: "write_bandwidth", style: dashed,
+				xy: plotter.XYs{{X: first * ta.perSecond, Y: bw}, {X: last * ta.perSecond, Y: bw}}}}
 		}
 		f.panels = append(f.panels, []panel{p})
 	}

@@ -79,8 +79,12 @@ and seed give byte-identical output. See docs/sim.md.`,
 				}
 			}
 			if f.plots != "" {
-				if err := simreport.Plots(f.plots, sc, rs); err != nil {
+				files, err := simreport.Plots(f.plots, sc, rs)
+				if err != nil {
 					return err
+				}
+				for _, name := range files {
+					fmt.Fprintln(cmd.ErrOrStderr(), name)
 				}
 			}
 			return nil

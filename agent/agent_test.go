@@ -2,281 +2,152 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
-	"github.com/memcgd/memcgd/policy"
 )
+
+// The executor's tests run in synctest bubbles: time is fake, and
+// synctest.Wait returns once every goroutine of the daemon is blocked,
+// so a test asserts what the daemon did by then, with no sleeps. What the
+// scheduler decides is package sched's to test; these check that the
+// executor carries it out on a host, concurrently, and stops cleanly.
 
 const mib = 1 << 20
 
-// fakeHost is an in-memory kernel: reclaim lowers usage (clean file pages
-// first), write-out and flush clean the dirty pages, pause records. A call
-// can be held (hold): it then blocks, whatever its context, until the test
-// releases it.
+var root = memcg.Stat{Limit: memcg.NoLimit}
+
+// fakeHost is an in-memory kernel: write-out cleans the dirty pages,
+// reclaim lowers usage, the freezer freezes. A call to a cgroup in block
+// waits until the test closes the channel.
 type fakeHost struct {
 	mu       sync.Mutex
-	stats    map[host.Cgroup]*memcg.Stat
-	writeOut map[host.Cgroup]int
-	flushes  map[host.Cgroup]int
-	reclaims map[host.Cgroup]uint64
-	attempts map[host.Cgroup]int // Reclaim calls, successful or not
-	observes map[host.Cgroup]int
-	pauses   map[host.Cgroup][]time.Duration
-	pausing  map[host.Cgroup]int // pauses in progress
-	overlap  map[host.Cgroup]int // the most pauses of one cgroup at once
-	holds    map[hold]*held
-	watcher  *fakeWatcher // told of every change, when set
-	flushErr error        // what Flush returns
+	stats    map[host.Cgroup]memcg.Stat
+	calls    map[string]int // "kind cgroup"
+	frozen   map[host.Cgroup]bool
+	block    map[string]chan struct{} // "kind cgroup" → released when closed
+	freezeOK bool
 }
 
-// hold names a call of the fake host to one cgroup: "write out", "flush",
-// "reclaim" or "pause".
-type hold struct {
-	cg   host.Cgroup
-	call string
+func newFakeHost(cgs map[host.Cgroup]memcg.Stat) *fakeHost {
+	return &fakeHost{stats: cgs, calls: map[string]int{}, frozen: map[host.Cgroup]bool{}, block: map[string]chan struct{}{}, freezeOK: true}
 }
 
-// held is a held call: entered is closed when the call starts, and the
-// call returns once release is closed.
-type held struct{ entered, release chan struct{} }
-
-func newFakeHost(stats map[host.Cgroup]memcg.Stat) *fakeHost {
-	f := &fakeHost{stats: map[host.Cgroup]*memcg.Stat{}, writeOut: map[host.Cgroup]int{},
-		flushes: map[host.Cgroup]int{}, reclaims: map[host.Cgroup]uint64{}, attempts: map[host.Cgroup]int{},
-		observes: map[host.Cgroup]int{}, pauses: map[host.Cgroup][]time.Duration{},
-		pausing: map[host.Cgroup]int{}, overlap: map[host.Cgroup]int{}, holds: map[hold]*held{}}
-	for cg, s := range stats {
-		s := s
-		f.stats[cg] = &s
-	}
-	return f
-}
-
-var _ host.Host = (*fakeHost)(nil)
-
-// hold makes the next call to call on cg block until the returned
-// release function is called; entered is closed once it has started. The
-// test releases it at cleanup in any case.
-func (f *fakeHost) hold(t *testing.T, cg host.Cgroup, call string) (entered <-chan struct{}, release func()) {
-	h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+// enter counts a call and waits while it is blocked.
+func (f *fakeHost) enter(kind string, cg host.Cgroup) {
 	f.mu.Lock()
-	f.holds[hold{cg, call}] = h
+	key := kind + " " + string(cg)
+	f.calls[key]++
+	ch := f.block[key]
 	f.mu.Unlock()
-	var once sync.Once
-	release = func() { once.Do(func() { close(h.release) }) }
-	t.Cleanup(release)
-	return h.entered, release
-}
-
-// wait blocks a call that is held, with f.mu not held. Caller holds f.mu,
-// which is held again on return.
-func (f *fakeHost) wait(cg host.Cgroup, call string) {
-	h, ok := f.holds[hold{cg, call}]
-	if !ok {
-		return
+	if ch != nil {
+		<-ch
 	}
-	delete(f.holds, hold{cg, call})
-	f.mu.Unlock()
-	close(h.entered)
-	<-h.release
-	f.mu.Lock()
 }
 
-func (f *fakeHost) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
+func (f *fakeHost) count(kind string, cg host.Cgroup) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[kind+" "+string(cg)]
+}
+
+func (f *fakeHost) isFrozen(cg host.Cgroup) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen[cg]
+}
+
+func (f *fakeHost) Cgroups(context.Context) ([]host.Cgroup, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []host.Cgroup
-	for cg := range f.stats {
-		out = append(out, cg)
+	for _, cg := range []host.Cgroup{"/", "/a", "/b", "/u"} {
+		if _, ok := f.stats[cg]; ok {
+			out = append(out, cg)
+		}
 	}
 	return out, nil
 }
 
-func (f *fakeHost) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
+func (f *fakeHost) Observe(_ context.Context, cg host.Cgroup) (memcg.Stat, error) {
+	f.enter("observe", cg)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.observes[cg]++
 	s, ok := f.stats[cg]
 	if !ok {
-		return memcg.Stat{}, host.ErrVanished
+		return s, host.ErrVanished
 	}
-	return *s, nil
+	return s, nil
 }
 
-func (f *fakeHost) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+func (f *fakeHost) Reclaim(_ context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+	f.enter("reclaim", cg)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.attempts[cg]++
-	f.wait(cg, "reclaim")
-	s, ok := f.stats[cg]
-	if !ok {
-		return 0, host.ErrVanished
-	}
-	clean := s.File - s.Dirty - s.Writeback
-	got := min(n, clean)
-	if got == 0 {
-		return 0, host.ErrNothingReclaimed
-	}
-	s.File -= got
-	s.Usage -= got
-	f.reclaims[cg] += got
-	return got, nil
+	s := f.stats[cg]
+	n = min(n, s.File-s.Dirty)
+	s.Usage, s.File = s.Usage-n, s.File-n
+	f.stats[cg] = s
+	return n, nil
 }
 
-// WriteOut cleans cg's dirty pages. One that was held fails as vanished if
-// cg was removed meanwhile, even if a new cgroup took its path: the files
-// it found belonged to the old one.
-func (f *fakeHost) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
+func (f *fakeHost) WriteOut(_ context.Context, cg host.Cgroup) (host.WriteOut, error) {
+	f.enter("write out", cg)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.stats[cg]
-	if !ok {
-		return host.WriteOut{}, host.ErrVanished
-	}
-	f.wait(cg, "write out")
-	if f.stats[cg] != s {
-		return host.WriteOut{}, host.ErrVanished
-	}
-	f.writeOut[cg]++
+	s := f.stats[cg]
 	w := host.WriteOut{Files: 1, Bytes: s.Dirty}
 	s.Dirty = 0
+	f.stats[cg] = s
 	return w, nil
 }
 
-func (f *fakeHost) Flush(ctx context.Context, cg host.Cgroup) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.flushes[cg]++
-	f.wait(cg, "flush")
-	if f.flushErr != nil {
-		return f.flushErr
-	}
-	for _, s := range f.stats {
-		s.Dirty = 0
-	}
-	return nil
-}
-
-func (f *fakeHost) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error {
-	f.mu.Lock()
-	f.pauses[cg] = append(f.pauses[cg], d)
-	f.pausing[cg]++
-	f.overlap[cg] = max(f.overlap[cg], f.pausing[cg])
-	f.wait(cg, "pause")
-	f.mu.Unlock()
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
-	f.mu.Lock()
-	f.pausing[cg]--
-	f.mu.Unlock()
+func (f *fakeHost) Flush(_ context.Context, cg host.Cgroup) error {
+	f.enter("flush", cg)
 	return nil
 }
 
 func (f *fakeHost) Now() time.Time { return time.Now() }
 
-// set changes cg's state, and reports it to the watcher if its usage rose
-// above the watch.
-func (f *fakeHost) set(cg host.Cgroup, fn func(*memcg.Stat)) {
+func (f *fakeHost) Freeze(_ context.Context, cg host.Cgroup) (host.Frozen, error) {
+	f.enter("freeze", cg)
 	f.mu.Lock()
-	fn(f.stats[cg])
-	usage, w := f.stats[cg].Usage, f.watcher
-	f.mu.Unlock()
-	if w != nil {
-		w.changed(cg, usage)
+	defer f.mu.Unlock()
+	if !f.freezeOK {
+		return nil, errors.New("no")
 	}
+	f.frozen[cg] = true
+	return &fakeEpisode{f, cg}, nil
 }
 
-// add creates cg, or replaces it by a new cgroup at the same path.
-func (f *fakeHost) add(cg host.Cgroup, s memcg.Stat) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stats[cg] = &s
+type fakeEpisode struct {
+	f  *fakeHost
+	cg host.Cgroup
 }
 
-func (f *fakeHost) remove(cg host.Cgroup) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.stats, cg)
-}
-
-// fakeWatcher reports a cgroup whose usage rose above its watch, as the
-// real watchers' usage thresholds do.
-type fakeWatcher struct {
-	mu     sync.Mutex
-	above  map[host.Cgroup]uint64
-	events chan host.Cgroup
-}
-
-var _ host.Watcher = (*fakeWatcher)(nil)
-
-func newFakeWatcher() *fakeWatcher {
-	return &fakeWatcher{above: map[host.Cgroup]uint64{}, events: make(chan host.Cgroup, 16)}
-}
-
-func (w *fakeWatcher) Watch(cg host.Cgroup, wk host.Wake) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.above[cg] = wk.UsageAbove
+func (e *fakeEpisode) set(v bool) error {
+	e.f.mu.Lock()
+	defer e.f.mu.Unlock()
+	e.f.frozen[e.cg] = v
 	return nil
 }
+func (e *fakeEpisode) Thaw() error     { return e.set(false) }
+func (e *fakeEpisode) Refreeze() error { return e.set(true) }
+func (e *fakeEpisode) End() error      { return e.set(false) }
 
-func (w *fakeWatcher) Unwatch(cg host.Cgroup) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.above, cg)
-}
-
-func (w *fakeWatcher) Events() <-chan host.Cgroup { return w.events }
-
-func (w *fakeWatcher) Close() error { return nil }
-
-func (w *fakeWatcher) changed(cg host.Cgroup, usage uint64) {
-	w.mu.Lock()
-	above, ok := w.above[cg]
-	w.mu.Unlock()
-	if ok && usage > above {
-		select {
-		case w.events <- cg:
-		default:
-		}
-	}
-}
-
-// root is a 16 GiB machine with 8 GiB free.
-var root = memcg.Stat{Limit: 16 << 30, Usage: 8 << 30, File: 4 << 30}
-
-// runAgent runs an agent over h until cond holds or a deadline passes.
-func runAgent(t *testing.T, h *fakeHost, cfg *config.Config, workers int, cond func(*Agent) bool) *Agent {
+// run starts an agent on h in the bubble and returns it and the function
+// that stops it and returns Run's error.
+func run(t *testing.T, o Options) (*Agent, func() error) {
 	t.Helper()
-	a, stop := startAgent(t, Options{Host: h, Config: cfg, Workers: workers})
-	ok := waitFor(5*time.Second, func() bool { return cond(a) })
-	stop()
-	if !ok && !cond(a) {
-		t.Fatal("condition not reached within 5 s")
-	}
-	return a
-}
-
-// startAgent starts an agent with o, with short intervals unless o sets
-// them, and returns it with the function that stops it and checks that
-// Run returned within 5 s, without error.
-func startAgent(t *testing.T, o Options) (*Agent, func()) {
-	t.Helper()
-	if o.ActiveInterval == 0 {
-		o.ActiveInterval = 5 * time.Millisecond
-	}
-	if o.ScanInterval == 0 {
-		o.ScanInterval = 50 * time.Millisecond
-	}
-	if o.Workers == 0 {
-		o.Workers = 1
+	if o.Config == nil {
+		o.Config = config.Default()
 	}
 	a, err := New(o)
 	if err != nil {
@@ -285,192 +156,130 @@ func startAgent(t *testing.T, o Options) (*Agent, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Errorf("Run did not return within 5 s of its context's end")
+	return a, func() error { cancel(); return <-done }
+}
+
+func TestTheDaemonIsReadyOnceItsFirstScanIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 100 * mib}})
+		block := make(chan struct{})
+		h.block["observe /a"] = block
+		a, stop := run(t, Options{Host: h})
+		synctest.Wait()
+		if err := a.Ready(); err == nil {
+			t.Error("ready while /a's first step is in flight")
+		}
+		close(block)
+		synctest.Wait()
+		if err := a.Ready(); err != nil {
+			t.Errorf("not ready once every cgroup was stepped: %v", err)
+		}
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestTheExecutorCarriesOutTheDecisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root,
+			"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib},
+			"/u": {Limit: memcg.NoLimit, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib}})
+		a, stop := run(t, Options{Host: h})
+		synctest.Wait()
+		if h.count("write out", "/a") != 1 || h.count("write out", "/u") != 0 {
+			t.Errorf("write-outs /a %d /u %d, want /a's own (past its background threshold) and not the unmanaged /u's",
+				h.count("write out", "/a"), h.count("write out", "/u"))
+		}
+		st, err := a.Status("/a")
+		if err != nil || st[0].Counters.WriteOuts != 1 || st[0].Counters.WriteOutBytes != 20*mib || !st[0].Managed {
+			t.Errorf("Status(/a) = %+v, %v", st, err)
+		}
+		if st, err := a.Status("/u"); err != nil || st[0].Managed || st[0].Unmanaged == "" {
+			t.Errorf("Status(/u) = %+v, %v: want unmanaged, with the reason", st, err)
+		}
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestStoppingThawsEveryFrozenCgroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config.Default()
+		cfg.Defaults = memcg.Knobs{DirtyBytes: 16 * mib, DirtyBackgroundBytes: 8 * mib}
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib}})
+		_, stop := run(t, Options{Host: h, Config: cfg})
+		synctest.Wait()
+		if !h.isFrozen("/a") {
+			t.Fatal("/a past its dirty limit, all under writeback, is not frozen")
+		}
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+		if h.isFrozen("/a") {
+			t.Error("Run returned with /a frozen")
+		}
+	})
+}
+
+func TestRunReturnsWithinStopTimeoutWhileAHostCallIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib}})
+		stuck := make(chan struct{})
+		h.block["write out /a"] = stuck
+		_, stop := run(t, Options{Host: h, StopTimeout: time.Second})
+		synctest.Wait()
+		start := time.Now()
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+		if took := time.Since(start); took != time.Second {
+			t.Errorf("Run returned %v after its context ended, with a write-out stuck: want the 1 s StopTimeout", took)
+		}
+		close(stuck) // the worker left behind exits
+	})
+}
+
+func TestSetRefusesACgroupTheDaemonDoesNotManage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 100 * mib}, "/u": {Limit: memcg.NoLimit}})
+		a, stop := run(t, Options{Host: h})
+		synctest.Wait()
+		for _, tt := range []struct {
+			cg   host.Cgroup
+			want string
+		}{
+			{"/u", "manage.limited_only"},
+			{"/nope", "does not exist"},
+		} {
+			err := a.Set(tt.cg, map[string]string{"dirty_bytes": "16M"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Set(%s) = %v, want an error that says %q", tt.cg, err, tt.want)
 			}
-		})
-	}
-	t.Cleanup(stop)
-	return a, stop
-}
-
-// waitFor polls cond until it holds or timeout passes, and reports whether
-// it held.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(2 * time.Millisecond) {
-		if cond() {
-			return true
 		}
-		if time.Now().After(deadline) {
-			return false
+		if err := a.Set("/a", map[string]string{"dirty_bytes": "16M"}); err == nil || !strings.Contains(err.Error(), "no overrides") {
+			t.Errorf("Set(/a) on a daemon without overrides = %v", err)
 		}
-	}
-}
-
-// managedNow reports whether a has a status for cg, and whether it has
-// been observed.
-func managedNow(a *Agent, cg host.Cgroup) (managed, observed bool) {
-	st, err := a.Status(cg)
-	return err == nil, err == nil && !st[0].Observed.IsZero()
-}
-
-func (f *fakeHost) count(m map[host.Cgroup]int, cg host.Cgroup) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return m[cg]
-}
-
-func TestAgentWritesOutPastDirtyBackground(t *testing.T) {
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib}, // default bg 5 % of ~90M
-		"/b": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 1 * mib},
-	})
-	a := runAgent(t, h, config.Default(), 2, func(*Agent) bool { return h.count(h.writeOut, "/a") > 0 })
-	if n := h.count(h.writeOut, "/b"); n != 0 {
-		t.Errorf("/b, below its background threshold, was written out %d times", n)
-	}
-	if n := h.count(h.flushes, "/a"); n != 0 {
-		t.Errorf("background write-out flushed everything %d times", n)
-	}
-	st, err := a.Status("/a")
-	if err != nil || st[0].Counters.WriteOuts == 0 || st[0].Counters.WriteOutBytes != 20*mib {
-		t.Errorf("Status(/a) = %+v, %v", st, err)
-	}
-}
-
-func TestAgentBackgroundReclaim(t *testing.T) {
-	// seed 001: below low_wmark the cgroup is reclaimed until free reaches
-	// high_wmark, in one run.
-	limit := uint64(500 * mib)
-	w := memcg.Knobs{MinFreeKbytes: memcg.MinFreeAuto}.Watermarks(limit)
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/a": {Limit: limit, Usage: limit - 1*mib, File: 400 * mib},
-	})
-	free := func() uint64 {
-		s, _ := h.Observe(context.Background(), "/a")
-		return s.Free()
-	}
-	a := runAgent(t, h, config.Default(), 1, func(*Agent) bool { return free() >= w.High })
-	st, _ := a.Status("/a")
-	c := st[0].Counters
-	if c.ReclaimRuns != 1 {
-		t.Errorf("pgoutrun = %d, want one run from low to high", c.ReclaimRuns)
-	}
-	if want := w.High - 1*mib; c.ReclaimedBytes != want {
-		t.Errorf("kswapd_steal bytes = %d, want high - free = %d", c.ReclaimedBytes, want)
-	}
-	if free() > w.High {
-		t.Errorf("reclaimed past the high watermark: free %d > %d", free(), w.High)
-	}
-}
-
-func TestAgentReclaimWritesBackOwnFilesFirst(t *testing.T) {
-	limit := uint64(500 * mib)
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/": root,
-		// Below low_wmark, its page cache mostly dirty (though under its
-		// 5 % background): reclaim cannot be met from clean pages.
-		"/a": {Limit: limit, Usage: limit - 1*mib, File: 2 * mib, Dirty: 1 * mib, Anon: limit - 3*mib},
-	})
-	runAgent(t, h, config.Default(), 1, func(*Agent) bool { return h.count(h.writeOut, "/a") > 0 })
-	if n := h.count(h.flushes, "/a"); n != 0 {
-		t.Errorf("seed 000: a cgroup with 256 dirty pages was flushed %d times", n)
-	}
-}
-
-func TestAgentLeavesUnlimitedCgroupsAlone(t *testing.T) {
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/u": {Limit: memcg.NoLimit, Usage: 6 << 30, File: 6 << 30, Dirty: 3 << 30},
-	})
-	runAgent(t, h, config.Default(), 1, func(a *Agent) bool {
-		st, err := a.Status("/u")
-		return err == nil && !st[0].Observed.IsZero()
-	})
-	if n := h.count(h.writeOut, "/u"); n != 0 {
-		t.Errorf("limited_only: an unlimited cgroup was written out %d times", n)
-	}
-}
-
-func TestAgentIsFairAcrossCgroups(t *testing.T) {
-	// One worker, two cgroups needing many reclaim steps each: both make
-	// progress in turn rather than one finishing first.
-	limit := uint64(1 << 30)
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/a": {Limit: limit, Usage: limit, File: limit},
-		"/b": {Limit: limit, Usage: limit, File: limit},
-	})
-	cfg := config.Default()
-	cfg.Defaults.MinFreeKbytes = 64 << 10 // 64 MiB min: high is 96 MiB, 12 steps of 8 MiB
-	runAgent(t, h, cfg, 1, func(*Agent) bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.reclaims["/a"] >= 32*mib || h.reclaims["/b"] >= 32*mib
-	})
-	h.mu.Lock()
-	ra, rb := h.reclaims["/a"], h.reclaims["/b"]
-	h.mu.Unlock()
-	if ra < 16*mib || rb < 16*mib {
-		t.Errorf("unfair: /a reclaimed %d MiB, /b %d MiB", ra/mib, rb/mib)
-	}
-}
-
-func TestAgentThrottlesPastFreerun(t *testing.T) {
-	cfg := config.Default()
-	cfg.Defaults = memcg.Knobs{DirtyBytes: 16 * mib, DirtyBackgroundBytes: 8 * mib, MinFreeKbytes: 0, WritebackFirst: true}
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{
-		"/":  root,
-		"/a": {Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib}, // past the limit, all under writeback
-	})
-	runAgent(t, h, cfg, 1, func(*Agent) bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.pauses["/a"]) >= 2
-	})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	// 17 MiB under writeback, freerun 12 MiB: 5 MiB at the initial
-	// 100 MiB/s bandwidth estimate drain in 50 ms.
-	for _, p := range h.pauses["/a"] {
-		if want := policy.DrainPause(17*mib, 12*mib, policy.InitBW); p != want {
-			t.Errorf("pause %v past the limit, want %v", p, want)
+		if err := stop(); err != nil {
+			t.Error(err)
 		}
-	}
+	})
 }
 
-// A write-out that blocks (sync_file_range waiting for the device) does
-// not hold back the cgroup's next look, in an episode or not: past its
-// background threshold a fast writer is on its way to the limit, and on
-// the v1 host a write-out held the next look, due 1 ms later, for 33 ms
-// (test/daemon TestDaemonUnpacedWriterFallback).
-func TestWriteOutHoldsNoLook(t *testing.T) {
-	h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root,
-		"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 10 * mib}})
-	entered, release := h.hold(t, "/a", "write out")
-	defer release()
-	cfg := config.Default()
-	cfg.Defaults = memcg.Knobs{DirtyBytes: 16 * mib, DirtyBackgroundBytes: 8 * mib}
-	_, stop := startAgent(t, Options{Host: h, Config: cfg, ScanInterval: time.Hour})
-	defer stop()
-	select {
-	case <-entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no write-out of /a within 5 s")
-	}
-	before := h.count(h.observes, "/a")
-	if !waitFor(2*time.Second, func() bool { return h.count(h.observes, "/a") > before }) {
-		t.Error("/a not observed again while its write-out was blocked: the write-out held its next look")
-	}
+func TestAReloadStepsEveryCgroupAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root, "/a": {Limit: 100 * mib}, "/b": {Limit: 100 * mib}})
+		a, stop := run(t, Options{Host: h})
+		synctest.Wait()
+		before := h.count("observe", "/b")
+		a.Reload(config.Default())
+		synctest.Wait()
+		if h.count("observe", "/b") != before+1 {
+			t.Errorf("a reload stepped the idle /b %d times, want once", h.count("observe", "/b")-before)
+		}
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
 }

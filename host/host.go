@@ -61,11 +61,16 @@ type Host interface {
 	// writes to: the kernel's behaviour, and seed 000's fallback. It may
 	// refuse with ErrRateLimited or ErrNothingToFlush.
 	Flush(ctx context.Context, cg Cgroup) error
-	// Pause stops cg's tasks for d and resumes them; it never returns with
-	// the cgroup still stopped.
-	Pause(ctx context.Context, cg Cgroup, d time.Duration) error
 	// Now is the host's clock.
 	Now() time.Time
+}
+
+// Forgetter is a host that keeps resources per cgroup (the tracker's id,
+// freezer directories it made). The driver calls Forget once when it
+// stops managing a cgroup; the host never decides a cgroup's lifetime on
+// its own.
+type Forgetter interface {
+	Forget(cg Cgroup)
 }
 
 // DirtyCounter is a Host that can tell how many bytes of page cache a

@@ -185,8 +185,12 @@ func (o *Overrides) Cgroups() []host.Cgroup {
 	return slices.Sorted(maps.Keys(o.m))
 }
 
-// Apply returns k with cg's overrides applied over it.
+// Apply returns k with cg's overrides applied over it; a nil Overrides
+// has none.
 func (o *Overrides) Apply(cg host.Cgroup, k memcg.Knobs) memcg.Knobs {
+	if o == nil {
+		return k
+	}
 	return o.Patch(cg).Apply(k)
 }
 

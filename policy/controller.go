@@ -28,13 +28,13 @@ type Controller struct {
 	domainLimit uint64
 	limitStamp  time.Time
 
-	// dirtied is the bytes dirtied since pausedWhen.
-	dirtied    uint64
-	pausedWhen time.Time
-
 	// reclaiming is seed 001's kswapd state: woken below the low
 	// watermark, it runs until free reaches the high one.
 	reclaiming bool
+	// reclaimBackoff and flushBackoff space out reclaim that finds
+	// nothing and full flushes that find nothing to flush (backoff.go),
+	// from the outcomes the driver reports (ReclaimDone, FlushDone).
+	reclaimBackoff, flushBackoff backoff
 	// growth is the recent rate at which usage rose, bytes/s, averaged
 	// like the write bandwidth; lastUsage is usage at the last step.
 	growth    float64
@@ -68,6 +68,23 @@ func (c *Controller) DirtyRate() uint64 { return uint64(c.dirtyRate) }
 // dirty data is written out, bytes per second.
 func (c *Controller) WriteBandwidth() uint64 { return uint64(c.bw.avg) }
 
+// ReclaimDone tells the controller the outcome of the reclaim a decision
+// asked for on the cgroup observed as s: failed says that the kernel found
+// nothing to reclaim or the attempt failed. Repeated failures back off.
+func (c *Controller) ReclaimDone(now time.Time, s memcg.Stat, failed bool, activeInterval time.Duration) {
+	if activeInterval <= 0 {
+		activeInterval = DefaultActiveInterval
+	}
+	c.reclaimBackoff.record(now, s, failed, activeInterval)
+}
+
+// FlushDone tells the controller the outcome of the full flush a decision
+// asked for on the cgroup observed as s: nothing says that the host found
+// no filesystem to flush. Repeated nothings back off.
+func (c *Controller) FlushDone(now time.Time, s memcg.Stat, nothing bool) {
+	c.flushBackoff.record(now, s, nothing, FlushBackoffBase)
+}
+
 // Step takes one observation and decides what to do now and when to look
 // again. The driver carries out every decision, and keeps its deadlines,
 // before the next Step (Decision).
@@ -85,15 +102,11 @@ func (c *Controller) Step(in Input) Decision {
 	}
 
 	// Seed 004: past the freerun ceiling, throttle.
-	if in.Freezer != FreezerHeld {
-		c.endEpisode(in.Now, &d) // the driver can no longer hold a freeze
-	}
-	switch in.Freezer {
+	switch in.freezer() {
 	case FreezerHeld:
 		c.closedLoop(in, dirty, &d)
-	case FreezerTimed:
-		c.openLoop(in, dirty, &d)
-	case FreezerNone:
+	default:
+		c.endEpisode(in.Now, &d) // the driver cannot hold a freeze
 		if in.Dirty.Limit != memcg.NoLimit && dirty >= c.freezeLevel(in) {
 			d.Why |= ReasonThrottle // due, but nothing can stop the tasks
 		}
@@ -120,9 +133,18 @@ func (c *Controller) Step(in Input) Decision {
 	// charge over the horizon at its recent rate, so that free is still
 	// above them when the next step comes; for the kernel (no horizon)
 	// they are the marks themselves.
+	// A cgroup that holds the daemon is left to the kernel's own
+	// reclaim: a v1 reclaim squeezes the hierarchical limit the daemon
+	// is charged under, so that its own allocations could fail or OOM in
+	// the window; a v2 memory.reclaim runs in the daemon's own write and
+	// takes from the daemon's pages too, as long as the kernel needs to
+	// find them.
 	free := s.Free()
 	ahead := uint64(c.growth * in.horizon().Seconds())
 	w := in.Watermarks
+	if in.Exempt {
+		w = memcg.Watermarks{}
+	}
 	switch {
 	case !w.Enabled() || free >= w.High+ahead:
 		c.reclaiming = false
@@ -152,27 +174,30 @@ func (c *Controller) Step(in Input) Decision {
 	}
 	if d.Flush {
 		d.WriteOut = false // a flush covers the cgroup's own files
+		if !c.flushBackoff.allow(in.Now, s, in.reclaimStep()) {
+			d.Flush = false // nothing to flush lately: wait
+		}
+	}
+	deferred := false
+	if d.Reclaim > 0 {
+		d.Reclaim = min(d.Reclaim, in.reclaimStep())
+		if !c.reclaimBackoff.allow(in.Now, s, in.reclaimStep()) {
+			d.Reclaim, deferred = 0, true
+		}
 	}
 	c.timing(in, dirty, ahead, &d)
+	if deferred && !d.WriteOut && !d.Flush && !d.Episode && dirty < in.Dirty.Background {
+		// Reclaim is all there is to do and it is backing off: wait,
+		// idle, until the backoff ends or the cgroup grows by a step
+		// (which may be page cache that ends it).
+		d.Active = false
+		d.NextLook = max(c.reclaimBackoff.until.Sub(in.Now), in.activeInterval())
+		d.Wake.UsageAbove = backoffWake(s, in.Dirty, in.reclaimStep())
+	}
 	return d
 }
 
-// openLoop is the throttle of a driver that cannot hold a freeze: a pause
-// sized in advance (throttle.go).
-func (c *Controller) openLoop(in Input, dirty uint64, d *Decision) {
-	if dirty > in.Dirty.Freerun() && in.Dirty.Limit != memcg.NoLimit {
-		if p := c.pause(in, dirty); p > 0 {
-			d.Pause = p
-			d.Why |= ReasonThrottle
-		}
-		return
-	}
-	c.dirtied = 0
-	c.pausedWhen = in.Now
-}
-
-// account updates the bandwidth estimate, the bytes dirtied since the
-// last pause and the growth rate. The host tells bytes written (v2 io.stat)
+// account updates the bandwidth estimate and the growth rate. The host tells bytes written (v2 io.stat)
 // or bytes dirtied (the tasks' write_bytes); from either, with the change
 // of dirty+writeback, follows the other.
 // Before that, it replays what the driver did on its own since the last
@@ -190,7 +215,6 @@ func (c *Controller) account(in Input, dirty uint64) {
 		c.started = true
 		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
 		c.lastUsage = s.Usage
-		c.pausedWhen = in.Now
 		c.domainLimit = in.Dirty.Limit
 		c.limitStamp = in.Now
 		return
@@ -246,7 +270,6 @@ func (c *Controller) account(in Input, dirty uint64) {
 		// estimate.
 		c.bw.update(written, elapsed)
 	}
-	c.dirtied += dirtied
 	if !measured {
 		dirtied = 0 // an assumed rate says nothing of charging
 	}
@@ -301,41 +324,6 @@ func (c *Controller) updateDomainLimit(in Input) {
 		}
 		c.domainLimit -= (c.domainLimit - floor) >> 5
 	}
-}
-
-// pause is the debt of balance_dirty_pages() for the bytes dirtied since
-// the last pause, at task_ratelimit = write_bw * pos_ratio. With the whole
-// cgroup as one dirtier, the balanced dirty_ratelimit of
-// wb_update_dirty_ratelimit() is the write bandwidth itself.
-func (c *Controller) pause(in Input, dirty uint64) time.Duration {
-	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
-	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
-	rate := TaskRatelimit(c.WriteBandwidth(), pos)
-	now := in.Now
-	if rate == 0 {
-		// At or past the limit.
-		p := DrainPause(dirty, in.Dirty.Freerun(), c.WriteBandwidth())
-		c.dirtied, c.pausedWhen = 0, now.Add(p)
-		return p
-	}
-	period, p := Debt(c.dirtied, now.Sub(c.pausedWhen), rate)
-	if p < MinPause {
-		// Think time already covered the debt.
-		switch {
-		case p < -time.Second:
-			c.dirtied, c.pausedWhen = 0, now
-		case period > 0:
-			c.dirtied, c.pausedWhen = 0, c.pausedWhen.Add(period)
-		}
-		return 0
-	}
-	if p > MaxPause {
-		// Carry the excess into the next period, at most one more pause.
-		now = now.Add(min(p-MaxPause, MaxPause))
-		p = MaxPause
-	}
-	c.dirtied, c.pausedWhen = 0, now.Add(p)
-	return p
 }
 
 // sat is a - b, or 0 when b > a: a counter's increase (0 after a reset) or

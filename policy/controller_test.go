@@ -119,32 +119,34 @@ func TestDirtyLimitDecisions(t *testing.T) {
 	tests := []struct {
 		name             string
 		dirty, writeback uint64
+		noFreezer        bool
 		wantWriteOut     bool
-		wantPause        bool
-		wantPauseOf      time.Duration // when non-zero: the drain time to freerun
+		wantThrottle     Throttle
+		wantWhyThrottle  bool
 	}{
-		{"seed 004: below dirty_background nothing happens", 4 * mib, 0, false, false, 0},
-		{"seed 004: past dirty_background the cgroup's files are written out", 9 * mib, 0, true, false, 0},
-		{"background compares dirty alone, as wb_over_bg_thresh does", 7 * mib, 4 * mib, false, false, 0},
-		// freerun 12M; at InitBW (100 MiB/s) 4 MiB drain in 40 ms, 8 MiB in 80 ms
-		{"seed 004: at the limit writers pause until dirty is back at freerun", 10 * mib, 6 * mib, true, true, 40 * time.Millisecond},
-		{"past the limit, longer", 20 * mib, 0, true, true, 80 * time.Millisecond},
+		{"seed 004: below dirty_background nothing happens", 4 * mib, 0, false, false, ThrottleNone, false},
+		{"seed 004: past dirty_background the cgroup's files are written out", 9 * mib, 0, false, true, ThrottleNone, false},
+		{"background compares dirty alone, as wb_over_bg_thresh does", 7 * mib, 4 * mib, false, false, ThrottleNone, false},
+		{"seed 004: at the limit (dirty+writeback) writers are throttled", 10 * mib, 6 * mib, false, true, ThrottleFreeze, true},
+		{"past the limit too", 20 * mib, 0, false, true, ThrottleFreeze, true},
+		{"with nothing that can stop the tasks, the throttle is due but not done", 20 * mib, 0, true, true, ThrottleNone, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewController()
-			in := Input{Now: time.Unix(1, 0), Stat: memcg.Stat{Limit: 1 << 30, Dirty: tt.dirty, Writeback: tt.writeback}, Dirty: limits}
-			c.Step(in) // first observation sets the baseline
-			in.Now = in.Now.Add(100 * time.Millisecond)
+			in := Input{Now: time.Unix(1, 0), Stat: memcg.Stat{Limit: 1 << 30, Dirty: tt.dirty, Writeback: tt.writeback}, Dirty: limits, Freezer: FreezerHeld}
+			if tt.noFreezer {
+				in.Freezer = FreezerNone
+			}
 			d := c.Step(in)
 			if d.WriteOut != tt.wantWriteOut {
 				t.Errorf("WriteOut = %v, want %v", d.WriteOut, tt.wantWriteOut)
 			}
-			if (d.Pause > 0) != tt.wantPause {
-				t.Errorf("Pause = %v, want a pause: %v", d.Pause, tt.wantPause)
+			if d.Throttle != tt.wantThrottle {
+				t.Errorf("Throttle = %v, want %v", d.Throttle, tt.wantThrottle)
 			}
-			if tt.wantPauseOf != 0 && d.Pause != tt.wantPauseOf {
-				t.Errorf("Pause = %v, want %v", d.Pause, tt.wantPauseOf)
+			if got := d.Why&ReasonThrottle != 0; got != tt.wantWhyThrottle {
+				t.Errorf("Why = %v, want throttle in it: %v", d.Why, tt.wantWhyThrottle)
 			}
 		})
 	}
@@ -183,9 +185,10 @@ func TestDirtiedBytesMeasureBandwidth(t *testing.T) {
 
 func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 	// A cgroup growing at 100 MiB/s, looked at every 100 ms, loses
-	// several MiB of free space before the next look: with Lead, a
-	// userspace kswapd wakes while free is still above low, and reclaims
-	// enough to be at high after the growth.
+	// several MiB of free space before the next look: over the horizon
+	// (the reaction delay and the active interval), a userspace kswapd
+	// wakes while free is still above low, and reclaims enough to be at
+	// high after the growth, a step at a time.
 	limit, w := seed001()
 	lead := 100 * time.Millisecond
 	c := NewController()
@@ -195,7 +198,8 @@ func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 	var in Input
 	for i := 0; i < 60; i++ {
 		in = Input{Now: t0.Add(time.Duration(i) * 10 * time.Millisecond), Stat: memcg.Stat{Limit: limit, Usage: usage},
-			Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}, Watermarks: w, Lead: lead}
+			Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}, Watermarks: w,
+			Reaction: 20 * time.Millisecond, ActiveInterval: 80 * time.Millisecond, ReclaimStep: 1 << 30}
 		d = c.Step(in)
 		usage += 1 * mib // 100 MiB/s
 	}
@@ -205,24 +209,22 @@ func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 	}
 	ahead := uint64(c.growth * lead.Seconds())
 	if free-ahead >= w.Low {
-		t.Fatalf("test setup: growth %.0f B/s does not bring free below low within the lead", c.growth)
+		t.Fatalf("test setup: growth %.0f B/s does not bring free below low within the horizon", c.growth)
 	}
 	if want := w.High - (free - ahead); d.Reclaim != want {
-		t.Errorf("Reclaim = %d, want high - (free - growth*lead) = %d", d.Reclaim, want)
+		t.Errorf("Reclaim = %d, want high - (free - growth*horizon) = %d", d.Reclaim, want)
 	}
-	// The horizon of a driver that says its reaction delay and active
-	// interval is their sum: 20 ms + 80 ms is the same 100 ms.
-	in.Lead, in.Reaction, in.ActiveInterval = 0, 20*time.Millisecond, 80*time.Millisecond
+	// One decision reclaims a step at most.
+	in.ReclaimStep = 1 * mib
 	c3 := *c
-	c3.reclaiming = false
-	if d3 := c3.Step(in); d3.Reclaim != d.Reclaim {
-		t.Errorf("Reaction + ActiveInterval = Lead: Reclaim = %d, want %d", d3.Reclaim, d.Reclaim)
+	if d3 := c3.Step(in); d3.Reclaim != 1*mib {
+		t.Errorf("ReclaimStep 1 MiB: Reclaim = %d, want the step", d3.Reclaim)
 	}
 	// The kernel's kswapd (no horizon) sleeps in the same state.
 	in.Reaction, in.ActiveInterval = 0, 0
 	c2 := NewController()
 	if d := c2.Step(in); d.Reclaim != 0 {
-		t.Errorf("Lead 0 reclaimed %d with free above low", d.Reclaim)
+		t.Errorf("no horizon: reclaimed %d with free above low", d.Reclaim)
 	}
 }
 
@@ -263,5 +265,70 @@ func TestEpisodeKeepsEveryDirtyPageInFlight(t *testing.T) {
 		if st.wantWriteOut && d.Why&st.wantWhy == 0 {
 			t.Errorf("step %d: Why = %v, want %v among them", i, d.Why, st.wantWhy)
 		}
+	}
+}
+
+// A cgroup that holds the daemon is written out, but neither throttled
+// nor reclaimed, whatever its dirty pages and free memory.
+func TestExemptCgroupIsWrittenOutButNeitherThrottledNorReclaimed(t *testing.T) {
+	limit, w := seed001()
+	in := Input{Now: time.Unix(1, 0), Stat: memcg.Stat{Limit: limit, Usage: limit - 1*mib, File: limit - 1*mib, Dirty: 20 * mib},
+		Dirty: memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}, Watermarks: w, Freezer: FreezerHeld, Exempt: true}
+	d := NewController().Step(in)
+	if !d.WriteOut || d.Throttle != ThrottleNone || d.Episode || d.Reclaim != 0 || d.ReclaimStart {
+		t.Errorf("exempt: WriteOut %v Throttle %v Episode %v Reclaim %d ReclaimStart %v; want a write-out only",
+			d.WriteOut, d.Throttle, d.Episode, d.Reclaim, d.ReclaimStart)
+	}
+	in.Exempt = false
+	if d := NewController().Step(in); d.Throttle != ThrottleFreeze || d.Reclaim == 0 {
+		t.Errorf("the same cgroup not exempt: Throttle %v Reclaim %d; want a freeze and reclaim", d.Throttle, d.Reclaim)
+	}
+}
+
+// Reclaim that finds nothing (anonymous memory without swap) is not asked
+// for at every step: the attempts back off, the cgroup waits idle with a
+// usage watch a reclaim step above, anonymous growth does not end the
+// wait, and new page cache does.
+func TestReclaimThatFindsNothingBacksOff(t *testing.T) {
+	const active = 5 * time.Millisecond
+	limit, w := seed001() // low, high a few MiB
+	anon := memcg.Stat{Limit: limit, Usage: limit - w.Low/2, Anon: limit - w.Low/2}
+	noDirty := memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}
+	t0 := time.Unix(1000, 0)
+	step := func(c *Controller, at time.Duration, s memcg.Stat) Decision {
+		return c.Step(Input{Now: t0.Add(at), Stat: s, Dirty: noDirty, Watermarks: w, ActiveInterval: active, Freezer: FreezerHeld})
+	}
+	c := NewController()
+	var at time.Duration
+	for i := 1; i <= 4; i++ {
+		d := step(c, at, anon)
+		if d.Reclaim == 0 {
+			t.Fatalf("attempt %d at +%v: no reclaim asked for", i, at)
+		}
+		c.ReclaimDone(t0.Add(at), anon, true, active)
+		wait := active << (i - 1) // 5, 10, 20, 40 ms
+		d = step(c, at+wait-time.Millisecond, anon)
+		if d.Reclaim != 0 || d.Active {
+			t.Fatalf("after failure %d, %v later: Reclaim %d Active %v, want none, idle", i, wait-time.Millisecond, d.Reclaim, d.Active)
+		}
+		if d.NextLook != max(time.Millisecond, active) {
+			t.Errorf("after failure %d: NextLook %v, want the backoff's end or the active interval", i, d.NextLook)
+		}
+		if want := anon.Usage + DefaultReclaimStep; d.Wake.UsageAbove != want {
+			t.Errorf("after failure %d: UsageAbove %d, want usage plus a reclaim step %d", i, d.Wake.UsageAbove, want)
+		}
+		at += wait
+	}
+	grown := anon
+	grown.Anon += 2 * DefaultReclaimStep
+	grown.Usage += 2 * DefaultReclaimStep
+	if d := step(c, at-time.Millisecond, grown); d.Reclaim != 0 {
+		t.Errorf("anonymous growth ended the backoff: Reclaim %d", d.Reclaim)
+	}
+	cache := anon
+	cache.File += DefaultReclaimStep
+	cache.Usage += DefaultReclaimStep
+	if d := step(c, at-time.Millisecond, cache); d.Reclaim == 0 {
+		t.Errorf("a reclaim step of new page cache did not end the backoff")
 	}
 }

@@ -78,30 +78,32 @@ func (t Throttle) String() string {
 }
 
 // Wake are the thresholds at which the driver's watcher must report the
-// cgroup, so that the policy need not poll it. Both hold after every
-// Step, and memcg.NoLimit never reports. The driver arms DirtiedAbove
-// after every step (with a tracker it replaces polling, active or not);
-// UsageAbove whenever it changes, or, as the agent does, when the cgroup
-// goes idle, since an active cgroup is looked at anyway.
+// cgroup, so that the policy need not poll it: the whole watch, which
+// the driver arms whenever it differs from the one armed. memcg.NoLimit
+// never reports. An active cgroup is looked at anyway (NextLook), so its
+// usage watch is off (UsageAbove is memcg.NoLimit): on v1 each arming is
+// a cgroup.event_control registration that ends in synchronize_rcu()
+// (mm/memcontrol-v1.c, __mem_cgroup_usage_register_event), too dear to
+// repeat every millisecond, while a tracker's threshold is a map update.
 type Wake struct {
 	// UsageAbove reports the cgroup once its usage (memory.current,
 	// memory.usage_in_bytes) rises above this many bytes: before it can
 	// reach its dirty background threshold by charging new pages, or its
 	// low watermark.
 	UsageAbove uint64
-	// DirtiedAbove reports the cgroup once its tasks have dirtied more
-	// than this many bytes of page cache since the observation this
-	// decision answers, counting re-dirtied cached pages too (the eBPF
-	// tracker). The driver arms its tracker at the counter it read with
-	// that observation plus DirtiedAbove. Only a driver with
-	// Input.Tracker uses it.
+	// DirtiedAbove reports the cgroup once the tracker's dirtied-bytes
+	// counter (Input.Stat.Counters.DirtiedBytes, re-dirtied cached pages
+	// included) passes this absolute value. memcg.NoLimit without
+	// Input.Tracker.
 	DirtiedAbove uint64
 }
 
 // Decision is what to do for one cgroup now and when to look again. The
-// agent does it in the order of the fields: write-out or flush first so
-// reclaim finds clean pages, then reclaim, then the throttle; then it
-// arms Wake and schedules NextLook. Each decision replaces every deadline
+// driver carries out the throttle first: a freeze or a thaw is due now,
+// while a write-out or a v1 reclaim step can take tens of milliseconds,
+// and neither needs the tasks running. Then the write-out or flush, so
+// that reclaim finds clean pages, then reclaim; then it arms Wake and
+// schedules NextLook. Each decision replaces every deadline
 // of the previous one (NextLook, HoldFor, RunFor). The controller mirrors
 // the freezer from its decisions and their deadlines, as if the driver
 // carried them out exactly; Input.Frozen corrects it where not.
@@ -117,12 +119,6 @@ type Decision struct {
 	// 001's kswapd wakes): the driver counts runs by it and keeps no
 	// kswapd state of its own.
 	ReclaimStart bool
-
-	// Pause is how long to stop the cgroup's tasks, open loop. Only with
-	// Input.Freezer == FreezerTimed, a driver that cannot hold a freeze
-	// across steps: it stops the cgroup for Pause, resumes it, and steps
-	// it again then (NextLook == Pause).
-	Pause time.Duration
 
 	// Throttle is the closed-loop throttle's freezer action, with
 	// Input.Freezer == FreezerHeld; ThrottleNone otherwise.
@@ -173,8 +169,8 @@ type Decision struct {
 }
 
 // Idle reports whether the decision does nothing now: no write-out,
-// flush, reclaim, pause or freezer action (ThrottleHold is an action:
-// the cgroup stays frozen).
+// flush, reclaim or freezer action (ThrottleHold is an action: the
+// cgroup stays frozen).
 func (d Decision) Idle() bool {
-	return !d.WriteOut && !d.Flush && d.Reclaim == 0 && d.Pause == 0 && d.Throttle == ThrottleNone
+	return !d.WriteOut && !d.Flush && d.Reclaim == 0 && d.Throttle == ThrottleNone
 }

@@ -235,7 +235,6 @@ func (c *Controller) thaw(now time.Time, d *Decision) {
 	c.bw.drained(t.frozenBytes, now.Sub(t.measureFrom))
 	t.frozen, t.frozenBytes, t.thawedAt = false, 0, now
 	d.Throttle, d.Paused = ThrottleThaw, held
-	c.dirtied, c.pausedWhen = 0, now // the open loop's debt starts afresh
 }
 
 // endEpisode thaws a frozen cgroup and closes its episode: the driver can

@@ -10,20 +10,15 @@ import (
 type Freezer uint8
 
 const (
-	// FreezerTimed: the driver can stop the cgroup only for a given time
-	// (host.Host.Pause), not hold a freeze across steps. The throttle is
-	// then open loop: Decision.Pause, sized by balance_dirty_pages()'s
-	// arithmetic. The zero value, so that a driver that says nothing
-	// keeps the old behaviour.
-	FreezerTimed Freezer = iota
+	// FreezerNone: nothing can stop the cgroup's tasks (a v1 cgroup with
+	// no freezer, or one that holds the daemon). The policy still writes
+	// out and reclaims; Why says ReasonThrottle where a throttle was due.
+	// The zero value: a driver that says nothing stops nothing.
+	FreezerNone Freezer = iota
 	// FreezerHeld: the driver can freeze the cgroup, keep it frozen
 	// across steps and thaw it when told (Decision.Throttle): the
 	// closed-loop throttle.
 	FreezerHeld
-	// FreezerNone: nothing can stop the cgroup's tasks (a v1 cgroup with
-	// no freezer). The policy still writes out and reclaims; Why says
-	// ReasonThrottle where a throttle was due.
-	FreezerNone
 )
 
 // Input is one observation of a cgroup with its effective settings and
@@ -39,12 +34,16 @@ type Input struct {
 	Watermarks memcg.Watermarks
 	// WritebackFirst is seed 000's switch.
 	WritebackFirst bool
+	// Exempt says the cgroup holds the daemon itself (Exempt): it is
+	// written out and flushed, but never throttled nor reclaimed.
+	Exempt bool
 
-	// Tracker says a fast dirty tracker is in force for the cgroup: the
-	// watcher reports it once it has dirtied Decision.Wake.DirtiedAbove
-	// bytes (the eBPF tracker), so a dirtying cgroup need not be polled.
-	// Without it (the fallback) the policy polls a dirtying cgroup at an
-	// interval derived from its dirtying rate (Decision.NextLook).
+	// Tracker says a fast dirty tracker is in force for the cgroup and
+	// Stat.Counters holds its dirtied-bytes counter: the watcher reports
+	// the cgroup once the counter passes Decision.Wake.DirtiedAbove, so
+	// a dirtying cgroup need not be polled. Without it (the fallback)
+	// the policy polls a dirtying cgroup at an interval derived from its
+	// dirtying rate (Decision.NextLook).
 	Tracker bool
 	// Reaction is the driver's reaction delay: from a report by the
 	// watcher, or NextLook passing, to the step it triggers (queueing,
@@ -61,6 +60,10 @@ type Input struct {
 	// which the userspace kswapd anticipates growth. Zero means
 	// DefaultActiveInterval for NextLook and no horizon for kswapd.
 	ActiveInterval time.Duration
+	// ReclaimStep bounds the bytes one decision reclaims, so that one
+	// cgroup's reclaim cannot hold the driver while others wait
+	// (DefaultReclaimStep if zero).
+	ReclaimStep uint64
 	// Freezer says how the driver can stop the cgroup's tasks.
 	Freezer Freezer
 	// Frozen is whether the driver holds the cgroup frozen as it is
@@ -68,14 +71,10 @@ type Input struct {
 	// from its own decisions and deadlines; where they disagree (a
 	// freeze that failed, a thaw on error) it takes the driver's word.
 	Frozen bool
-
-	// Lead is the kswapd horizon of drivers that predate Reaction and
-	// ActiveInterval: the horizon is the larger of Lead and
-	// Reaction + ActiveInterval.
-	//
-	// Deprecated: set Reaction and ActiveInterval.
-	Lead time.Duration
 }
+
+// DefaultReclaimStep is Input.ReclaimStep's default.
+const DefaultReclaimStep = 8 << 20
 
 // activeInterval is ActiveInterval, or its default.
 func (in Input) activeInterval() time.Duration {
@@ -85,8 +84,25 @@ func (in Input) activeInterval() time.Duration {
 	return DefaultActiveInterval
 }
 
+// reclaimStep is ReclaimStep, or its default.
+func (in Input) reclaimStep() uint64 {
+	if in.ReclaimStep > 0 {
+		return in.ReclaimStep
+	}
+	return DefaultReclaimStep
+}
+
 // horizon is how far ahead the userspace kswapd must keep free memory:
 // the longest an active cgroup goes unobserved plus the reaction delay.
 func (in Input) horizon() time.Duration {
-	return max(in.Lead, in.Reaction+in.ActiveInterval)
+	return in.Reaction + in.ActiveInterval
+}
+
+// freezer is how the policy may stop the cgroup's tasks: never when it
+// holds the daemon.
+func (in Input) freezer() Freezer {
+	if in.Exempt {
+		return FreezerNone
+	}
+	return in.Freezer
 }

@@ -6,22 +6,17 @@ import (
 	"github.com/memcgd/memcgd/memcg"
 )
 
-// The throttle follows balance_dirty_pages() in mm/page-writeback.c, with
-// the cgroup as the only dirty domain and the whole cgroup as one "task":
-// below the freerun ceiling nothing happens; above it the cgroup may dirty
-// at task_ratelimit = dirty_ratelimit * pos_ratio, where pos_ratio falls
+// The dirty throttle's arithmetic follows balance_dirty_pages() in
+// mm/page-writeback.c, with the cgroup as the only dirty domain: below the
+// freerun ceiling nothing happens; above it a dirtier may dirty at
+// task_ratelimit = dirty_ratelimit * pos_ratio, where pos_ratio falls
 // along a cubic from 2.0 at freerun through 1.0 at the setpoint to 0 at
-// the limit. The debt (bytes dirtied since the last pause divided by the
-// allowed rate, less the think time since then) is paid with a pause, at
-// most MaxPause. memcgd pays it by freezing the cgroup.
+// the limit.
 
 // Constants of mm/page-writeback.c, under their kernel names.
 const (
 	// MaxPause bounds one pause: MAX_PAUSE = max(HZ/5, 1), 200 ms.
 	MaxPause = 200 * time.Millisecond
-	// MinPause is the shortest pause worth taking: wb_min_pause()'s 10 ms
-	// target for a single dirtier (max(1, HZ/100)).
-	MinPause = 10 * time.Millisecond
 	// RatelimitCalcShift is the fixed point of pos_ratio: 1.0 is 1 << 10
 	// (RATELIMIT_CALC_SHIFT).
 	RatelimitCalcShift = 10
@@ -56,32 +51,6 @@ func PosRatio(setpoint, dirty, limit int64) int64 {
 	pos = pos * x >> RatelimitCalcShift
 	pos += 1 << RatelimitCalcShift
 	return min(max(pos, 0), 2<<RatelimitCalcShift)
-}
-
-// Debt is the throttle's arithmetic for one check, as in
-// balance_dirty_pages(): the period the bytes dirtied since the last pause
-// are worth at the allowed rate, and the pause still owed once the think
-// time since that pause is deducted (negative when think time covered it).
-// taskRatelimit must be non-zero.
-func Debt(dirtied uint64, think time.Duration, taskRatelimit uint64) (period, pause time.Duration) {
-	period = time.Duration(float64(dirtied) / float64(taskRatelimit) * float64(time.Second))
-	return period, period - think
-}
-
-// DrainPause is how long to stop a cgroup whose dirty+writeback bytes are
-// at or past the limit: the time the device needs, at bandwidth bw, to
-// bring them down to target (the freerun ceiling, so the writer has room
-// again and the device still has work), within [MinPause, MaxPause]. The
-// kernel pauses wb_max_pause() there and checks again after 32 pages; a
-// userspace throttle checks again only a step later, so it pauses until
-// the excess is written rather than a fixed MAX_PAUSE, which would idle
-// the disk, or a short one, which lets the writer overrun the limit.
-func DrainPause(dirty, target, bw uint64) time.Duration {
-	if bw == 0 {
-		return MaxPause
-	}
-	t := time.Duration(float64(sat(dirty, target)) / float64(bw) * float64(time.Second))
-	return min(max(t, MinPause), MaxPause)
 }
 
 // TaskRatelimit is dirty_ratelimit * pos_ratio >> RATELIMIT_CALC_SHIFT,

@@ -51,16 +51,17 @@ const (
 // the watcher's thresholds. ahead is the userspace kswapd's anticipated
 // growth, as in Step.
 func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
-	d.Wake = Wake{
-		UsageAbove:   wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker),
-		DirtiedAbove: c.dirtiedWake(in, dirty),
+	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit}
+	if in.Tracker {
+		if rel := c.dirtiedWake(in, dirty); rel != memcg.NoLimit {
+			d.Wake.DirtiedAbove = satAdd(in.Stat.Counters.DirtiedBytes, rel)
+		}
 	}
-	if d.Pause > 0 {
-		// Open loop: the driver stops the cgroup and steps it again
-		// when the pause ends.
-		d.Active, d.NextLook = true, d.Pause
-		return
-	}
+	defer func() {
+		if d.Active {
+			d.Wake.UsageAbove = memcg.NoLimit // looked at anyway (Wake)
+		}
+	}()
 	var look time.Duration
 	need := func(t time.Duration) {
 		t = max(t, MinLook)
@@ -102,7 +103,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 			need(time.Duration(float64(room) / c.dirtyRate * float64(time.Second)))
 		}
 	}
-	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.Freezer != FreezerNone && !c.throttle.frozen {
+	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.freezer() != FreezerNone && !c.throttle.frozen {
 		need(t)
 		d.Active = true
 	}
@@ -164,7 +165,7 @@ func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 }
 
 // dirtiedWake is the tracker's threshold, in bytes dirtied from this
-// observation on: the least of
+// observation on (Wake.DirtiedAbove adds the counter): the least of
 //   - the room left to the freeze level, less what the cgroup dirties
 //     within the reaction delay: a tracker counts exactly, and dirtied
 //     bytes are an upper bound on the rise of dirty+writeback (the
@@ -179,7 +180,7 @@ func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 // and at least DirtyPollThresh. NoLimit when neither threshold is set.
 func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 	wake := memcg.NoLimit
-	if span := c.dirtySpan(in); span > 0 && in.Freezer != FreezerNone {
+	if span := c.dirtySpan(in); span > 0 && in.freezer() != FreezerNone {
 		room := sat(c.freezeLevel(in), dirty)
 		early := uint64(c.dirtyRate * in.Reaction.Seconds())
 		wake = max(sat(room, early), span/LookFraction)

@@ -15,21 +15,23 @@ func TestWhenToLookAgain(t *testing.T) {
 	const never = memcg.NoLimit
 	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	tests := []struct {
-		name     string
-		limits   memcg.DirtyLimits
-		dirty    uint64        // memory.stat dirty, constant over the steps
-		dt       time.Duration // between steps
-		deltas   []uint64      // bytes dirtied between successive steps
-		tracker  bool
-		freezer  Freezer
-		reaction time.Duration
+		name      string
+		limits    memcg.DirtyLimits
+		dirty     uint64        // memory.stat dirty, constant over the steps
+		dt        time.Duration // between steps
+		deltas    []uint64      // bytes dirtied between successive steps
+		tracker   bool
+		noFreezer bool
+		reaction  time.Duration
 
 		nextLook     time.Duration
 		active       bool
 		dirtiedAbove uint64 // 0: not checked
 	}{
 		{name: "an idle cgroup is left to its watch: no NextLook, not active",
-			dirty: 1 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: 0, active: false, dirtiedAbove: 7 * mib},
+			dirty: 1 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: 0, active: false, dirtiedAbove: never},
+		{name: "tracker: an idle cgroup is reported when it has dirtied its way to the background threshold",
+			dirty: 1 * mib, dt: 10 * ms, deltas: []uint64{0}, tracker: true, nextLook: 0, active: false, dirtiedAbove: 7 * mib},
 		{name: "fallback: an idle cgroup holding dirty pages over half its background threshold is rechecked after RecheckInterval",
 			dirty: 5 * mib, dt: 10 * ms, deltas: []uint64{0}, nextLook: RecheckInterval, active: false},
 		{name: "tracker: no recheck, the tracker reports cached pages dirtied again 3 MiB before the background threshold",
@@ -56,7 +58,7 @@ func TestWhenToLookAgain(t *testing.T) {
 			dirty: 10 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, tracker: true, reaction: 1 * ms, nextLook: 50 * ms, active: true,
 			dirtiedAbove: 6*mib - 2*(100*mib/1000)},
 		{name: "without a freezer a dirtying cgroup is not polled, and the tracker only watches the background threshold",
-			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, freezer: FreezerNone, nextLook: 0, active: false, dirtiedAbove: 6 * mib},
+			dirty: 2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, tracker: true, noFreezer: true, nextLook: 0, active: false, dirtiedAbove: 6 * mib},
 		{name: "no dirty limits: no dirtied-bytes wake-up and no polling",
 			limits: memcg.DirtyLimits{Background: never, Limit: never},
 			dirty:  2 * mib, dt: 10 * ms, deltas: []uint64{1 * mib}, nextLook: 0, active: false, dirtiedAbove: never},
@@ -67,9 +69,9 @@ func TestWhenToLookAgain(t *testing.T) {
 			if lim == (memcg.DirtyLimits{}) {
 				lim = limits
 			}
-			freezer := tt.freezer
-			if freezer == FreezerTimed {
-				freezer = FreezerHeld
+			freezer := FreezerHeld
+			if tt.noFreezer {
+				freezer = FreezerNone
 			}
 			c := NewController()
 			now, ctr := time.Unix(10, 0), uint64(0)
@@ -90,8 +92,15 @@ func TestWhenToLookAgain(t *testing.T) {
 			if d.NextLook != tt.nextLook || d.Active != tt.active {
 				t.Errorf("NextLook %v Active %v, want %v %v (dirty rate %d B/s)", d.NextLook, d.Active, tt.nextLook, tt.active, c.DirtyRate())
 			}
-			if tt.dirtiedAbove != 0 && d.Wake.DirtiedAbove != tt.dirtiedAbove {
-				t.Errorf("DirtiedAbove %d, want %d", d.Wake.DirtiedAbove, tt.dirtiedAbove)
+			rel := d.Wake.DirtiedAbove // absolute: the counter read plus the room
+			if rel != never {
+				rel -= ctr
+			}
+			if tt.dirtiedAbove != 0 && rel != tt.dirtiedAbove {
+				t.Errorf("DirtiedAbove %d past the counter, want %d", rel, tt.dirtiedAbove)
+			}
+			if d.Active && d.Wake.UsageAbove != never {
+				t.Errorf("active, but UsageAbove %d: an active cgroup is looked at anyway", d.Wake.UsageAbove)
 			}
 		})
 	}

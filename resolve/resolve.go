@@ -11,12 +11,17 @@ import (
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
-	"github.com/memcgd/memcgd/overrides"
 )
+
+// Overrides are runtime knob settings over the config's
+// (overrides.Overrides).
+type Overrides interface {
+	Apply(cg host.Cgroup, k memcg.Knobs) memcg.Knobs
+}
 
 // Knobs returns the knobs in force for cg: the config's defaults, its
 // matching rules in order, then cg's runtime overrides (ov may be nil).
-func Knobs(cfg *config.Config, ov *overrides.Overrides, cg host.Cgroup) memcg.Knobs {
+func Knobs(cfg *config.Config, ov Overrides, cg host.Cgroup) memcg.Knobs {
 	k := cfg.Knobs(cg)
 	if ov != nil {
 		k = ov.Apply(cg, k)

@@ -50,12 +50,14 @@ type Status struct {
 	// Managed says whether the config manages the cgroup (under
 	// manage.under and, with limited_only, limited); the daemon watches
 	// every cgroup of its subtree but acts on, and exports, managed ones.
-	Managed bool
+	// Unmanaged says why not, when not.
+	Managed   bool
+	Unmanaged string
 	// Active says whether the cgroup is being worked on now (over a
 	// threshold, reclaiming or throttled) rather than waiting for an event.
 	Active bool
 	// Exempt says why the daemon neither throttles nor reclaims the
-	// cgroup (agent.HoldsMemcgd), "" when it does as the policy decides.
+	// cgroup (sched.HoldsMemcgd), "" when it does as the policy decides.
 	Exempt string
 	// Throttle says why the daemon cannot throttle the cgroup: Exempt, or
 	// "throttle unavailable: <why>" when no freezer reaches it; "" when

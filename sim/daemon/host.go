@@ -1,8 +1,7 @@
 // Package daemon runs memcgd against the simulated kernel: Host
-// implements host.Host over a *kernel.Kernel on the simulated clock;
-// Driver and Loop step policy.Controller as models of the agent's loop
-// (every interval; on the policy.Decision contract); Agent runs the real
-// agent (package agent) on the simulated clock, deterministically.
+// implements host.Host over a *kernel.Kernel on the simulated clock, and
+// Daemon drives the shipped daemon's scheduler (package sched), with the
+// real policy, on it: the simulated daemon is the one memcgd runs.
 package daemon
 
 import (
@@ -15,8 +14,11 @@ import (
 	"github.com/memcgd/memcgd/sim/kernel"
 )
 
-var _ host.Host = (*Host)(nil)
-var _ host.DirtyCounter = (*Host)(nil)
+var (
+	_ host.Host         = (*Host)(nil)
+	_ host.DirtyCounter = (*Host)(nil)
+	_ host.Freezer      = (*Host)(nil)
+)
 
 // epoch is the wall-clock time the simulation's zero maps to: fixed, so
 // that runs are deterministic.
@@ -28,23 +30,20 @@ type Host struct {
 	ids   map[host.Cgroup]int32
 	paths []host.Cgroup // by memcg id
 	// Counters of what the daemon did.
-	WriteOuts, Flushes, Pauses int64
-	Reclaimed                  int64 // bytes
-	// Paused is the sum of the timed pauses asked for, overlapping ones
-	// included; Frozen the time some managed cgroup was actually stopped
-	// (timed pauses and held freezes, overlaps counted once per cgroup).
-	Paused, Frozen time.Duration
-	// Freezes counts held freezes; LongestFreeze is the longest.
+	WriteOuts, Flushes int64
+	Reclaimed          int64 // bytes
+	// Frozen is the time managed cgroups were frozen, summed over them.
+	Frozen time.Duration
+	// Freezes counts freezes and refreezes; LongestFreeze is the longest.
 	Freezes       int64
 	LongestFreeze time.Duration
 
-	stoppedUntil map[host.Cgroup]kernel.Time // end of the latest timed pause
-	frozenAt     map[host.Cgroup]kernel.Time // start of a held freeze
+	frozenAt map[host.Cgroup]kernel.Time // start of the freeze in force
 }
 
 // NewHost wraps k. Cgroup paths are the kernel's cgroup names.
 func NewHost(k *kernel.Kernel) *Host {
-	h := &Host{k: k, ids: map[host.Cgroup]int32{}, stoppedUntil: map[host.Cgroup]kernel.Time{}, frozenAt: map[host.Cgroup]kernel.Time{}}
+	h := &Host{k: k, ids: map[host.Cgroup]int32{}, frozenAt: map[host.Cgroup]kernel.Time{}}
 	for m := int32(0); m < int32(k.MemcgCount()); m++ {
 		p := host.Cgroup(k.MemcgName(m))
 		h.ids[p] = m
@@ -116,29 +115,16 @@ func (h *Host) Flush(_ context.Context, cg host.Cgroup) error {
 	return nil
 }
 
-// Pause freezes cg's tasks for d. On the simulated clock it returns at
-// once; the tasks stop at their next system call until d has passed.
-func (h *Host) Pause(_ context.Context, cg host.Cgroup, d time.Duration) error {
-	m, err := h.id(cg)
-	if err != nil {
-		return err
+// Freeze freezes cg until the episode thaws or ends it (cgroup.freeze 1,
+// or the v1 freezer's FROZEN): the closed-loop throttle's freezer.
+func (h *Host) Freeze(_ context.Context, cg host.Cgroup) (host.Frozen, error) {
+	if err := h.freeze(cg); err != nil {
+		return nil, err
 	}
-	for _, t := range h.k.Tasks(m) {
-		h.k.Freeze(t, kernel.Time(d))
-	}
-	h.Pauses++
-	h.Paused += d
-	now, end := h.k.Now(), h.k.Now()+kernel.Time(d)
-	if until := h.stoppedUntil[cg]; end > until {
-		h.Frozen += time.Duration(end - max(now, until))
-		h.stoppedUntil[cg] = end
-	}
-	return nil
+	return &episode{h: h, cg: cg}, nil
 }
 
-// Freeze freezes cg until Thaw (cgroup.freeze 1, or the v1 freezer's
-// FROZEN): the closed-loop throttle's freezer.
-func (h *Host) Freeze(_ context.Context, cg host.Cgroup) error {
+func (h *Host) freeze(cg host.Cgroup) error {
 	m, err := h.id(cg)
 	if err != nil {
 		return err
@@ -152,8 +138,7 @@ func (h *Host) Freeze(_ context.Context, cg host.Cgroup) error {
 	return nil
 }
 
-// Thaw thaws cg.
-func (h *Host) Thaw(_ context.Context, cg host.Cgroup) error {
+func (h *Host) thaw(cg host.Cgroup) error {
 	m, err := h.id(cg)
 	if err != nil {
 		return err
@@ -166,6 +151,28 @@ func (h *Host) Thaw(_ context.Context, cg host.Cgroup) error {
 	h.Frozen += held
 	h.LongestFreeze = max(h.LongestFreeze, held)
 	delete(h.frozenAt, cg)
+	return nil
+}
+
+// episode is one throttle episode of a cgroup (host.Frozen).
+type episode struct {
+	h     *Host
+	cg    host.Cgroup
+	ended bool
+}
+
+func (e *episode) Thaw() error     { return e.h.thaw(e.cg) }
+func (e *episode) Refreeze() error { return e.h.freeze(e.cg) }
+
+// End thaws the cgroup if it is frozen and ends the episode.
+func (e *episode) End() error {
+	if e.ended {
+		return nil
+	}
+	e.ended = true
+	if e.h.IsFrozen(e.cg) {
+		return e.h.thaw(e.cg)
+	}
 	return nil
 }
 

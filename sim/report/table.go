@@ -215,9 +215,7 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 			dr("targeted write-outs", func(s *run.DaemonStats) string { return fmt.Sprint(s.WriteOuts) }),
 			dr("full flushes", func(s *run.DaemonStats) string { return fmt.Sprint(s.Flushes) }),
 			dr("reclaimed (MiB)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.1f", float64(s.Reclaimed)/(1<<20)) }),
-			dr("pauses", func(s *run.DaemonStats) string { return fmt.Sprint(s.Pauses) }),
-			dr("pause requested (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Paused.Seconds()) }),
-			dr("held freezes (by RunFor)", func(s *run.DaemonStats) string { return fmt.Sprintf("%d (%d)", s.Freezes, s.DriverFreezes) }),
+			dr("freezes (by RunFor)", func(s *run.DaemonStats) string { return fmt.Sprintf("%d (%d)", s.Freezes, s.DriverFreezes) }),
 			dr("time frozen (s)", func(s *run.DaemonStats) string { return fmt.Sprintf("%.2f", s.Frozen.Seconds()) }),
 			dr("watcher wake-ups", func(s *run.DaemonStats) string { return fmt.Sprint(s.Wakeups) }),
 		}

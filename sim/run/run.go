@@ -10,9 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
-	"github.com/memcgd/memcgd/policy"
 	"github.com/memcgd/memcgd/sim/daemon"
 	"github.com/memcgd/memcgd/sim/kernel"
 	"github.com/memcgd/memcgd/sim/scenario"
@@ -73,15 +71,14 @@ func (w WorkloadResult) Throughput() float64 {
 
 // DaemonStats is what the simulated memcgd did.
 type DaemonStats struct {
-	Steps, WriteOuts, Flushes, Pauses, Errors int64
-	Reclaimed                                 int64
-	// Paused is the timed pauses asked for (overlaps included); Frozen
-	// the time the managed cgroups were stopped, timed or held.
-	Paused, Frozen time.Duration
-	// Freezes are held freezes by a decision or the driver's RunFor
-	// timer (DriverFreezes of them); Wakeups the watcher's reports;
-	// Violations decisions that broke the policy contract.
-	Freezes, DriverFreezes, DriverThaws, Wakeups, Violations int64
+	Steps, WriteOuts, Flushes, Errors int64
+	Reclaimed                         int64
+	// Frozen is the time the managed cgroups were frozen.
+	Frozen time.Duration
+	// Freezes are freezes and refreezes, by a decision or the
+	// throttle's own RunFor deadline (DriverFreezes of them; DriverThaws
+	// its HoldFor thaws); Wakeups the watcher's reports.
+	Freezes, DriverFreezes, DriverThaws, Wakeups int64
 }
 
 // Sample is one point of the time series, of the focus cgroup.
@@ -216,48 +213,16 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		}
 	}
 	// The daemon manages the limited cgroups (limited_only: true).
-	var (
-		drv     *daemon.Driver
-		loop    *daemon.Loop
-		ag      *daemon.Agent
-		managed []daemon.Managed
-	)
+	var dmn *daemon.Daemon
 	if v.Memcgd != nil {
-		for m := int32(1); m < int32(k.MemcgCount()); m++ {
-			if !limited[m] {
-				continue
-			}
-			var chain []host.Cgroup
-			var kn []memcg.Knobs
-			for c := m; c > 0; c = k.MemcgParent(c) {
-				chain = append([]host.Cgroup{host.Cgroup(k.MemcgName(c))}, chain...)
-				kn = append([]memcg.Knobs{k.Knobs(c)}, kn...)
-			}
-			managed = append(managed, daemon.Managed{Chain: chain, Knobs: kn})
+		cfg, err := agentConfig(sc, v, knobsFor)
+		if err != nil {
+			return nil, err
 		}
-		h := daemon.NewHost(k)
-		switch v.Memcgd.Driver {
-		case scenario.DriverAgent:
-			cfg, err := agentConfig(sc, v, knobsFor)
-			if err != nil {
-				return nil, err
-			}
-			ag = &daemon.Agent{H: h, Config: cfg, ActiveInterval: v.Memcgd.Interval, Latency: v.Memcgd.Latency,
-				Tracker: v.Memcgd.Tracker}
-			if err := ag.Start(k); err != nil {
-				return nil, err
-			}
-		case scenario.DriverDecision:
-			fr := policy.FreezerTimed
-			if v.Memcgd.Freezer == scenario.FreezerHeld {
-				fr = policy.FreezerHeld
-			}
-			loop = &daemon.Loop{H: h, ActiveInterval: v.Memcgd.Interval, Reaction: v.Memcgd.Latency,
-				Tracker: v.Memcgd.Tracker, Freezer: fr, Managed: managed}
-			loop.Start(k)
-		default:
-			drv = &daemon.Driver{H: h, Interval: v.Memcgd.Interval, Latency: v.Memcgd.Latency, Managed: managed}
-			drv.Start(k)
+		dmn = &daemon.Daemon{H: daemon.NewHost(k), Config: cfg, ActiveInterval: v.Memcgd.Interval, Latency: v.Memcgd.Latency,
+			Tracker: v.Memcgd.Tracker}
+		if err := dmn.Start(k); err != nil {
+			return nil, err
 		}
 	}
 	focus := ids[sc.Report.Focus]
@@ -271,12 +236,9 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		k.Every(0, max(until/200, kernel.Millisecond), func(k *kernel.Kernel) { progress(k.Now(), until) })
 	}
 	res.End = k.Run(until)
-	if loop != nil {
-		loop.Stop()
-	}
-	if ag != nil {
-		if err := ag.Stop(); err != nil {
-			return nil, fmt.Errorf("variant %s: the agent: %w", v.Name, err)
+	if dmn != nil {
+		if err := dmn.Stop(); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 	}
 	for i, wl := range sc.Workloads {
@@ -312,19 +274,11 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		}
 	}
 	_, res.P99Dirty = peakAndP99(after)
-	switch {
-	case drv != nil:
-		res.Daemon = daemonStats(drv.H)
-		res.Daemon.Steps, res.Daemon.Errors = drv.Steps, drv.Errors
-	case ag != nil:
-		res.Daemon = daemonStats(ag.H)
-		res.Daemon.Steps, res.Daemon.Wakeups, res.Daemon.Errors = ag.Steps, ag.Wakeups, ag.Errors()
-		res.Daemon.DriverFreezes, res.Daemon.DriverThaws = ag.DriverFreezes, ag.DriverThaws
-	case loop != nil:
-		res.Daemon = daemonStats(loop.H)
-		res.Daemon.Steps, res.Daemon.Errors = loop.Steps, loop.Errors
-		res.Daemon.DriverFreezes, res.Daemon.DriverThaws = loop.DriverFreezes, loop.DriverThaws
-		res.Daemon.Wakeups, res.Daemon.Violations = loop.Wakeups, loop.Violations
+	if dmn != nil {
+		h, st := dmn.H, dmn.Stats()
+		res.Daemon = &DaemonStats{Steps: st.Steps, WriteOuts: h.WriteOuts, Flushes: h.Flushes, Reclaimed: h.Reclaimed,
+			Frozen: h.Frozen, Freezes: h.Freezes, DriverFreezes: st.DriverFreezes, DriverThaws: st.DriverThaws,
+			Wakeups: dmn.Wakeups, Errors: dmn.Errors()}
 	}
 	res.DirtyBytes = k.Knobs(focus).DirtyBytes
 	res.Events, res.PageOps = k.Events, k.PageOps()
@@ -332,10 +286,10 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	return res, nil
 }
 
-// agentConfig is the real agent's policy for variant v: the variant's
-// knobs for every cgroup, each scenario cgroup's own on it and on its
-// count children, as knobsFor gives the simulated kernel; limited_only,
-// as the other drivers manage the limited cgroups.
+// agentConfig is the daemon's policy for variant v: the variant's knobs
+// for every cgroup, each scenario cgroup's own on it and on its count
+// children, as knobsFor gives the simulated kernel; limited_only, as the
+// default policy.
 func agentConfig(sc *scenario.Scenario, v scenario.Variant, knobsFor func(map[string]string) (memcg.Knobs, error)) (*config.Config, error) {
 	def, err := knobsFor(nil)
 	if err != nil {
@@ -356,11 +310,6 @@ func agentConfig(sc *scenario.Scenario, v scenario.Variant, knobsFor func(map[st
 		}
 	}
 	return cfg, nil
-}
-
-func daemonStats(h *daemon.Host) *DaemonStats {
-	return &DaemonStats{WriteOuts: h.WriteOuts, Flushes: h.Flushes, Pauses: h.Pauses, Reclaimed: h.Reclaimed,
-		Paused: h.Paused, Frozen: h.Frozen, Freezes: h.Freezes}
 }
 
 func peakAndP99(xs []int64) (peak, p99 int64) {

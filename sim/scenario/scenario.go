@@ -114,36 +114,19 @@ type Variant struct {
 	Knobs map[string]string
 }
 
-// Memcgd is the daemon's reaction model.
+// Memcgd is the shipped daemon's scheduler (package sched) on the
+// simulated clock, and its reaction model.
 type Memcgd struct {
-	// Driver is DriverTick (every managed cgroup stepped each Interval,
-	// acting Latency after the observation: the agent before issue 7),
-	// DriverDecision (the policy.Decision contract: steps when NextLook
-	// passes or the watcher reports, Latency after the trigger) or
-	// DriverAgent (the real agent, package agent, on the simulated clock:
-	// its watcher's reports arrive Latency after the crossing).
-	Driver string
-	// Interval is the step interval of an active cgroup
-	// (--active-interval); Latency is the delay from the kernel's state
-	// to the daemon acting on it (the event latency: queueing, reading
-	// cgroupfs, the syscalls).
+	// Interval is the longest between two looks at an active cgroup
+	// (--active-interval); Latency is the delay from a watched threshold's
+	// crossing to the daemon's step (the event latency: the wake-up,
+	// queueing, reading cgroupfs), which the policy anticipates
+	// (--reaction).
 	Interval, Latency time.Duration
-	// Tracker: a dirtied-bytes tracker wakes the driver (DriverDecision).
+	// Tracker: the eBPF dirty tracker is in force (the default); without
+	// it the daemon polls a dirtying cgroup (--dirty-tracker=off).
 	Tracker bool
-	// Freezer is FreezerTimed (open-loop pauses) or FreezerHeld (the
-	// closed loop; DriverDecision and DriverAgent, where it is the
-	// default and the only choice).
-	Freezer string
 }
-
-// The memcgd drivers and freezers.
-const (
-	DriverTick     = "tick"
-	DriverDecision = "decision"
-	DriverAgent    = "agent"
-	FreezerTimed   = "timed"
-	FreezerHeld    = "held"
-)
 
 // Report says what to show.
 type Report struct {
@@ -284,11 +267,9 @@ type variantT struct {
 }
 
 type memcgdT struct {
-	Driver   scalar `yaml:"driver"`
 	Interval scalar `yaml:"interval"`
 	Latency  scalar `yaml:"latency"`
 	Tracker  scalar `yaml:"tracker"`
-	Freezer  scalar `yaml:"freezer"`
 }
 
 type reportT struct {
@@ -598,26 +579,10 @@ func (p *parser) scenario(f *fileT) *Scenario {
 			x.Kernel = append(x.Kernel, p.oneOf(fmt.Sprintf("%s.kernel[%d]", w, j), kv, "", KernelSeed000, KernelSeed001, KernelSeed004, KernelThrottle2633))
 		}
 		if v.Memcgd != nil {
-			driver := p.oneOf(w+".memcgd.driver", v.Memcgd.Driver, DriverTick, DriverTick, DriverDecision, DriverAgent)
-			freezer := FreezerTimed
-			if driver == DriverAgent {
-				freezer = FreezerHeld // the agent holds freezes where the host can
-			}
 			x.Memcgd = &Memcgd{
 				Interval: p.duration(w+".memcgd.interval", v.Memcgd.Interval, 50*time.Millisecond),
 				Latency:  p.duration(w+".memcgd.latency", v.Memcgd.Latency, time.Millisecond),
-				Driver:   driver,
-				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "false", "true", "false") == "true",
-				Freezer:  p.oneOf(w+".memcgd.freezer", v.Memcgd.Freezer, freezer, FreezerTimed, FreezerHeld),
-			}
-			if x.Memcgd.Driver == DriverTick && x.Memcgd.Freezer == FreezerHeld && p.err == nil {
-				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "timed with driver tick (held needs driver decision)")
-			}
-			if x.Memcgd.Driver == DriverAgent && x.Memcgd.Freezer != FreezerHeld && p.err == nil {
-				p.fail(w+".memcgd.freezer", v.Memcgd.Freezer, "held with driver agent (the agent holds freezes where the host can)")
-			}
-			if x.Memcgd.Driver == DriverTick && x.Memcgd.Tracker && p.err == nil {
-				p.fail(w+".memcgd.tracker", v.Memcgd.Tracker, "false with driver tick (a tracker needs driver decision)")
+				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "true", "true", "false") == "true",
 			}
 			if x.Memcgd.Interval <= 0 && p.err == nil {
 				p.fail(w+".memcgd.interval", v.Memcgd.Interval, "a positive duration such as 50ms")

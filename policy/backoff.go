@@ -1,4 +1,4 @@
-package agent
+package policy
 
 import (
 	"time"
@@ -10,7 +10,7 @@ import (
 // nothing waits between attempts.
 const MaxReclaimBackoff = 30 * time.Second
 
-// reclaimBackoff spaces out the reclaim attempts on one cgroup while they
+// backoff spaces out the reclaim attempts on one cgroup while they
 // fail. A cgroup at its watermark with nothing reclaimable (anonymous
 // memory without swap, memory.min, mlocked pages) asks for reclaim at every
 // step, and every attempt costs a synchronous reclaim pass in the kernel
@@ -21,8 +21,10 @@ const MaxReclaimBackoff = 30 * time.Second
 // take. Growth of anonymous memory does not count, so that a tenant cannot
 // end the backoff by allocating and freeing.
 //
-// Owned by the worker that steps the cgroup.
-type reclaimBackoff struct {
+// The same wait spaces out the full flushes of a cgroup the host found
+// nothing to flush for (no open file on a filesystem it may sync): each
+// request still lists the cgroup's files.
+type backoff struct {
 	fails int       // consecutive failed attempts
 	until time.Time // no attempt before this
 	file  uint64    // the cgroup's file pages at the last failure
@@ -30,12 +32,12 @@ type reclaimBackoff struct {
 
 // allow reports whether reclaim may be tried now on a cgroup observed as s,
 // ending the backoff if its page cache grew by step since the last failure.
-func (b *reclaimBackoff) allow(now time.Time, s memcg.Stat, step uint64) bool {
+func (b *backoff) allow(now time.Time, s memcg.Stat, step uint64) bool {
 	if b.fails == 0 {
 		return true
 	}
 	if s.File >= b.file+step {
-		*b = reclaimBackoff{}
+		*b = backoff{}
 		return true
 	}
 	return !now.Before(b.until)
@@ -43,9 +45,9 @@ func (b *reclaimBackoff) allow(now time.Time, s memcg.Stat, step uint64) bool {
 
 // record takes the outcome of an attempt on a cgroup observed as s before
 // it: failed says that the kernel found nothing or the attempt failed.
-func (b *reclaimBackoff) record(now time.Time, s memcg.Stat, failed bool, base time.Duration) {
+func (b *backoff) record(now time.Time, s memcg.Stat, failed bool, base time.Duration) {
 	if !failed {
-		*b = reclaimBackoff{}
+		*b = backoff{}
 		return
 	}
 	b.fails++
@@ -72,4 +74,16 @@ func backoffWake(s memcg.Stat, dl memcg.DirtyLimits, step uint64) uint64 {
 		wake = min(wake, satAdd(s.Usage, bg-s.Dirty))
 	}
 	return wake
+}
+
+// FlushBackoffBase is the first wait after a full flush found nothing to
+// flush; it doubles up to MaxReclaimBackoff while that goes on.
+const FlushBackoffBase = time.Second
+
+// satAdd is a+b, at most memcg.NoLimit.
+func satAdd(a, b uint64) uint64 {
+	if a > memcg.NoLimit-b {
+		return memcg.NoLimit
+	}
+	return a + b
 }

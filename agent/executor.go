@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/sched"
+)
+
+// executor carries out a Core's ops: a pool of workers per lane, as many
+// as the lane's capacity, so that handing out an op never blocks, and a
+// results channel as deep as all of them, so that a worker never blocks
+// on a loop that has stopped. The loop goroutine owns the Core and
+// inflight; the workers own only the op they carry out.
+type executor struct {
+	a        *Agent
+	core     *sched.Core // loop only
+	lanes    [sched.LaneCount]chan sched.Op
+	results  chan sched.Result
+	workers  sync.WaitGroup
+	inflight map[uint64]inflightOp // loop only
+}
+
+// inflightOp is an op handed to a worker, for the shutdown report.
+type inflightOp struct {
+	op    sched.Op
+	since time.Time
+}
+
+func newExecutor(a *Agent, core *sched.Core) *executor {
+	x := &executor{a: a, core: core, inflight: map[uint64]inflightOp{}}
+	total := 0
+	for l := range x.lanes {
+		n := core.Capacity(sched.Lane(l))
+		total += n
+		x.lanes[l] = make(chan sched.Op, n)
+	}
+	x.results = make(chan sched.Result, total)
+	return x
+}
+
+// start starts the workers, which run ops with ctx.
+func (x *executor) start(ctx context.Context) {
+	for l, ch := range x.lanes {
+		for range x.core.Capacity(sched.Lane(l)) {
+			x.workers.Add(1)
+			go func() {
+				defer x.workers.Done()
+				for op := range ch {
+					x.results <- x.a.do(ctx, op)
+				}
+			}()
+		}
+	}
+}
+
+// ready takes the Core's Ready: publishes the statuses and logs, hands
+// the ops to the workers and sets the timer for the next deadline.
+func (x *executor) ready(ctx context.Context, timer *time.Timer) {
+	rd := x.core.Ready()
+	x.publish(ctx, rd)
+	now := time.Now()
+	for _, op := range rd.Ops {
+		x.inflight[op.ID] = inflightOp{op, now}
+		x.lanes[op.Kind.Lane()] <- op
+	}
+	timer.Stop()
+	if !rd.Deadline.IsZero() {
+		timer.Reset(max(time.Until(rd.Deadline), 0))
+	}
+}
+
+// publish keeps the statuses Ready changed, for Status, and logs its
+// records.
+func (x *executor) publish(ctx context.Context, rd sched.Ready) {
+	a := x.a
+	if rd.Scanned {
+		a.ready.Store(true)
+	}
+	if len(rd.Status) > 0 || len(rd.Removed) > 0 {
+		a.mu.Lock()
+		for _, cg := range rd.Removed {
+			delete(a.status, cg)
+		}
+		for _, s := range rd.Status {
+			a.status[s.Cgroup] = s
+		}
+		a.mu.Unlock()
+	}
+	h := a.log.Handler()
+	for _, r := range rd.Logs {
+		if h.Enabled(ctx, r.Level) {
+			_ = h.Handle(ctx, r) // a log that fails must not stop the daemon
+		}
+	}
+}
+
+// advance takes a result, and any others waiting.
+func (x *executor) advance(r sched.Result) {
+	rs := []sched.Result{r}
+	for more := true; more; {
+		select {
+		case r := <-x.results:
+			rs = append(rs, r)
+		default:
+			more = false
+		}
+	}
+	for _, r := range rs {
+		delete(x.inflight, r.Op.ID)
+	}
+	x.core.Advance(time.Now(), rs...)
+}
+
+// stop ends the Core's work: the episodes are ended (thawed) by their End
+// ops, and the calls in flight are waited for, within StopTimeout.
+func (x *executor) stop(ctx context.Context) error {
+	x.core.Stop(time.Now())
+	t := time.NewTimer(x.a.opts.StopTimeout)
+	defer t.Stop()
+	never := time.NewTimer(time.Hour) // Ready sets no deadline once stopping
+	defer never.Stop()
+	for {
+		rd := x.core.Ready()
+		x.publish(ctx, rd)
+		for _, op := range rd.Ops {
+			x.inflight[op.ID] = inflightOp{op, time.Now()}
+			x.lanes[op.Kind.Lane()] <- op
+		}
+		if rd.Stopped && len(x.inflight) == 0 {
+			return nil
+		}
+		select {
+		case r := <-x.results:
+			x.advance(r)
+		case <-t.C:
+			// The workers left behind exit when their calls return; the
+			// results channel has room for each.
+			x.a.log.Error("stopping with host calls still in flight", "waited", x.a.opts.StopTimeout,
+				"calls", x.describeInflight(time.Now()))
+			return nil
+		}
+	}
+}
+
+// describeInflight lists the ops in flight, oldest first.
+func (x *executor) describeInflight(now time.Time) []string {
+	ops := make([]inflightOp, 0, len(x.inflight))
+	for _, o := range x.inflight {
+		ops = append(ops, o)
+	}
+	slices.SortFunc(ops, func(a, b inflightOp) int { return a.since.Compare(b.since) })
+	out := make([]string, len(ops))
+	for i, o := range ops {
+		out[i] = fmt.Sprintf("%s %s for %v", o.op.Kind, o.op.Cgroup, now.Sub(o.since).Round(time.Millisecond))
+	}
+	return out
+}
+
+// close stops handing out ops; idle workers exit.
+func (x *executor) close() {
+	for _, ch := range x.lanes {
+		close(ch)
+	}
+}
+
+// do carries out one op on the host.
+func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
+	h := a.opts.Host
+	start := time.Now()
+	r.Op = op
+	defer func() {
+		r.Took = time.Since(start)
+		if r.At.IsZero() {
+			r.At = h.Now()
+		}
+	}()
+	switch op.Kind {
+	case sched.List:
+		r.Cgroups, r.Err = h.Cgroups(ctx)
+	case sched.Observe, sched.Refresh:
+		for _, p := range op.Read {
+			s, err := h.Observe(ctx, p)
+			if err != nil {
+				r.Err = fmt.Errorf("observe %s: %w", p, err)
+				return r
+			}
+			r.Stats = append(r.Stats, s)
+		}
+		r.At = h.Now()
+		if dc, ok := h.(host.DirtyCounter); ok && op.Dirtied {
+			n, err := dc.Dirtied(ctx, op.Cgroup)
+			r.Dirtied, r.HasDirtied, r.DirtiedErr = n, err == nil, err
+		}
+	case sched.Freeze:
+		fz, ok := h.(host.Freezer)
+		if !ok {
+			r.Err = fmt.Errorf("freeze %s: the host has no freezer: %w", op.Cgroup, errors.ErrUnsupported)
+			return r
+		}
+		r.Episode, r.Err = fz.Freeze(ctx, op.Cgroup)
+	case sched.Thaw:
+		r.Err = op.Episode.Thaw()
+	case sched.Refreeze:
+		r.Err = op.Episode.Refreeze()
+	case sched.End:
+		r.Err = op.Episode.End()
+	case sched.WriteOut:
+		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup)
+	case sched.Flush:
+		r.Err = h.Flush(ctx, op.Cgroup)
+	case sched.Reclaim:
+		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes)
+	case sched.Watch:
+		if a.opts.Watcher != nil {
+			r.Err = a.opts.Watcher.Watch(op.Cgroup, op.Wake)
+		}
+	case sched.Forget:
+		r.Err = a.forget(op.Cgroup)
+	}
+	return r
+}
+
+// forget drops what the daemon keeps of cg, which it no longer manages:
+// its watch, the host's resources (the tracker's id, freezer directories
+// it made) and its runtime overrides, which a cgroup created again at the
+// same path must not inherit.
+func (a *Agent) forget(cg host.Cgroup) error {
+	if a.opts.Watcher != nil {
+		a.opts.Watcher.Unwatch(cg)
+	}
+	if f, ok := a.opts.Host.(host.Forgetter); ok {
+		f.Forget(cg)
+	}
+	if a.opts.Overrides != nil {
+		if err := a.opts.Overrides.Forget(cg); err != nil {
+			return fmt.Errorf("forget the overrides of a removed cgroup: %w", err)
+		}
+	}
+	return nil
+}

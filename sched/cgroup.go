@@ -1,0 +1,406 @@
+package sched
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/policy"
+	"github.com/memcgd/memcgd/resolve"
+	"github.com/memcgd/memcgd/state"
+)
+
+// cgroup is what the Core keeps of one cgroup of the subtree, from the
+// listing or the report that finds it until it is forgotten. A cgroup
+// removed and created again at the same path gets a new one; results
+// that come back for the old one are dropped (gone).
+type cgroup struct {
+	cg     host.Cgroup
+	exempt bool // it holds the daemon (policy.Exempt)
+	// unavailable is why no freezer reaches it (the host said so): it is
+	// never frozen again.
+	unavailable string
+	ctrl        *policy.Controller
+	gone        bool
+	// managed is the last step's verdict; known says there was one.
+	managed, known bool
+
+	// The schedule: queued in Core.queue; stepping while its Observe is
+	// in flight, again when it was woken meanwhile; timed while its next
+	// look is on the heap, at lookGen (older entries are stale).
+	queued, stepping, again, timed bool
+	lookGen                        uint64
+	// active and throttled are the last decision's Active and Episode.
+	active, throttled bool
+	// acting says one of its actions is in flight: a step that finds it
+	// so skips its own (a write-out in flight is one already started, and
+	// reclaim comes again at the next step).
+	acting bool
+	// wake is the watch armed, or being armed.
+	wake host.Wake
+	// firstScan says it was found by the first listing and not stepped
+	// yet (Ready.Scanned).
+	firstScan bool
+
+	thr throttle
+
+	status  state.Status
+	changed bool // in Core.changed
+}
+
+// NotLimited is the Status.Unmanaged of a cgroup that limited_only leaves
+// alone.
+const NotLimited = "it has no memory limit, and no ancestor below the root has one (manage.limited_only)"
+
+// add starts the Core's state of cg.
+func (c *Core) add(cg host.Cgroup) *cgroup {
+	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit}}
+	st.exempt = policy.Exempt(cg, c.cfg.Self)
+	st.status.Cgroup = cg
+	if st.exempt {
+		st.status.Exempt, st.status.Throttle = HoldsMemcgd, HoldsMemcgd
+		c.log(slog.LevelInfo, HoldsMemcgd, "cgroup", cg, "self", c.cfg.Self)
+	}
+	st.status.DirtyTracking = state.TrackingPoll
+	if c.cfg.Tracker {
+		st.status.DirtyTracking = state.TrackingTracker
+	}
+	c.cgroups[cg] = st
+	c.order = append(c.order, st)
+	c.touch(st)
+	return st
+}
+
+// forget drops st: its episode ends (thawed), its watch, the host's
+// resources and its runtime overrides go, and a newer state at its path
+// keeps its own.
+func (c *Core) forget(st *cgroup) {
+	if st.gone {
+		return
+	}
+	c.endEpisode(st, "cgroup gone")
+	st.gone = true
+	c.noteScanned(st)
+	delete(c.cgroups, st.cg)
+	for i, o := range c.order {
+		if o == st {
+			c.order = append(c.order[:i], c.order[i+1:]...)
+			break
+		}
+	}
+	delete(c.ancestors, st.cg)
+	c.removed = append(c.removed, st.cg)
+	c.emit(Op{Kind: Forget, Cgroup: st.cg}, pendingOp{cg: st})
+	c.log(slog.LevelInfo, "cgroup gone", "cgroup", st.cg)
+}
+
+// touch marks st's status for the next Ready.
+func (c *Core) touch(st *cgroup) {
+	if !st.changed {
+		st.changed = true
+		c.changed = append(c.changed, st)
+	}
+}
+
+// enqueue puts st in the ready queue, unless it is there already or being
+// stepped; a throttled cgroup goes first: its tasks wait on it.
+func (c *Core) enqueue(st *cgroup) {
+	if st.gone || st.queued || st.stepping || c.stopping {
+		return
+	}
+	st.queued = true
+	if st.throttled {
+		c.queue = append([]*cgroup{st}, c.queue...)
+		return
+	}
+	c.queue = append(c.queue, st)
+}
+
+// wake steps st soon: an event, a kick, a deadline. One waiting for its
+// next look is stepped now (the timer entry goes stale), unless it is
+// active and this is but a hint; one being stepped is stepped again as
+// soon as its step ends, unless this is but a hint.
+func (c *Core) wake(st *cgroup, hint bool) {
+	if st.gone {
+		return
+	}
+	switch {
+	case st.timed && (!st.active || !hint):
+		st.timed = false
+		st.lookGen++
+	case st.timed:
+		return // active: its look comes anyway
+	case st.stepping:
+		if !hint {
+			st.again = true
+		}
+		return
+	}
+	c.enqueue(st)
+}
+
+// startStep hands out st's Observe: its own path and the ancestors whose
+// readings cannot be reused.
+func (c *Core) startStep(st *cgroup) {
+	st.stepping = true
+	st.timed = false
+	st.lookGen++
+	paths := host.Ancestors(st.cg)
+	p := pendingOp{cg: st, cached: make([]memcg.Stat, len(paths)), fromCache: make([]bool, len(paths))}
+	var read []host.Cgroup
+	for i, a := range paths {
+		if i < len(paths)-1 {
+			if s, ok := c.ancestor(a); ok {
+				p.cached[i], p.fromCache[i] = s, true
+				continue
+			}
+		}
+		read = append(read, a)
+	}
+	// The dirtied counter reads every task's /proc/PID/io without the
+	// tracker: only for cgroups managed, or not yet known not to be.
+	dirtied := c.cfg.Counter && (st.managed || !st.known)
+	c.observing++
+	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied}, p)
+}
+
+// observed takes a step's observation: the controller decides, and its
+// decision becomes ops and timers.
+func (c *Core) observed(p pendingOp, r Result) {
+	st := p.cg
+	st.stepping = false
+	again := st.again
+	st.again = false
+	if st.gone || c.stopping {
+		return
+	}
+	defer func() {
+		if again && !st.gone {
+			c.enqueue(st)
+		}
+	}()
+	c.noteScanned(st)
+	if isVanished(r.Err) || isVanished(r.DirtiedErr) {
+		c.forget(st)
+		return
+	}
+	if r.Err != nil {
+		c.log(slog.LevelWarn, "observe", "cgroup", st.cg, "err", r.Err)
+		st.active = true
+		c.look(st, r.At.Add(c.cfg.ScanInterval))
+		return
+	}
+	chain := p.cached
+	j := 0
+	paths := host.Ancestors(st.cg)
+	for i := range chain {
+		if p.fromCache[i] {
+			continue
+		}
+		chain[i] = r.Stats[j]
+		if i < len(chain)-1 {
+			c.keepAncestor(paths[i], r.Stats[j], r.At)
+		}
+		j++
+	}
+	knobs := make([]memcg.Knobs, len(paths))
+	for i, a := range paths {
+		knobs[i] = c.knobs(a)
+	}
+	s := chain[len(chain)-1]
+	eff := memcg.Resolve(chain, knobs)
+	st.known = true
+	st.managed = policy.Manages(c.policy.LimitedOnly, chain)
+	st.status.Stat, st.status.Effective, st.status.Observed, st.status.Managed = s, eff, r.At, st.managed
+	st.status.Unmanaged = ""
+	if !st.managed {
+		st.status.Unmanaged = NotLimited
+	}
+	c.touch(st)
+	if !st.managed {
+		c.endEpisode(st, "not managed")
+		st.active, st.throttled = false, false
+		st.status.Active = false
+		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit})
+		return
+	}
+	if p.op.Dirtied {
+		switch {
+		case r.HasDirtied:
+			s.Counters.HasDirtied, s.Counters.DirtiedBytes = true, r.Dirtied
+		case r.DirtiedErr != nil:
+			c.log(slog.LevelDebug, "count dirtied bytes", "cgroup", st.cg, "err", r.DirtiedErr)
+		}
+	}
+	fz := policy.FreezerNone
+	if c.cfg.Freezer && st.unavailable == "" {
+		fz = policy.FreezerHeld
+	}
+	d := st.ctrl.Step(policy.Input{
+		Now: r.At, Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks, WritebackFirst: eff.Knobs.WritebackFirst,
+		Exempt:  st.exempt,
+		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
+		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
+	})
+	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {
+		// One line per decision of a cgroup at work, to set beside
+		// samples of the cgroup.
+		c.log(slog.LevelDebug, "decision", "cgroup", st.cg, "throttle", d.Throttle, "episode", d.Episode,
+			"dirty", s.Dirty, "writeback", s.Writeback, "dirtied", s.Counters.DirtiedBytes,
+			"next", d.NextLook, "hold_for", d.HoldFor, "run_for", d.RunFor,
+			"wake_dirtied", d.Wake.DirtiedAbove, "write_out", d.WriteOut, "reclaim", d.Reclaim,
+			"rate", st.ctrl.DirtyRate(), "bw", st.ctrl.WriteBandwidth(), "why", d.Why)
+	}
+	// The freezer first (policy.Decision): due now.
+	if fz == policy.FreezerHeld {
+		c.carry(st, d, s)
+	}
+	c.act(st, d, s)
+	st.active, st.throttled = d.Active, d.Episode
+	st.status.Active = d.Active
+	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove})
+	if d.NextLook > 0 {
+		c.look(st, r.At.Add(d.NextLook))
+	}
+}
+
+// look puts st's next step on the timer heap at t.
+func (c *Core) look(st *cgroup, t time.Time) {
+	st.lookGen++
+	st.timed = true
+	c.at(timer{at: t, kind: timerLook, cg: st, gen: st.lookGen})
+}
+
+// arm hands out a Watch when w differs from the watch armed.
+func (c *Core) arm(st *cgroup, w host.Wake) {
+	if w == st.wake {
+		return
+	}
+	st.wake = w
+	c.emit(Op{Kind: Watch, Cgroup: st.cg, Wake: w}, pendingOp{cg: st})
+}
+
+// act hands out d's write-out or flush and reclaim, unless an action of
+// st's is in flight, or a flush of any cgroup's is.
+func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
+	if d.ReclaimStart {
+		st.status.Counters.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
+	}
+	if !d.WriteOut && !d.Flush && d.Reclaim == 0 || st.acting {
+		return
+	}
+	switch {
+	case d.Flush && c.flushing:
+		c.log(slog.LevelDebug, "flush skipped: another is in flight", "cgroup", st.cg)
+	case d.Flush:
+		c.flushing, st.acting = true, true
+		st.status.Counters.Flushes++
+		st.status.Counters.FlushBytes += s.Dirty
+		c.emit(Op{Kind: Flush, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
+		// The reclaim, if any, waits for the next step: a flush
+		// covers the cgroup's own files and more.
+		return
+	case d.WriteOut:
+		st.acting = true
+		c.emit(Op{Kind: WriteOut, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
+	}
+	if d.Reclaim > 0 {
+		st.acting = true
+		c.emit(Op{Kind: Reclaim, Cgroup: st.cg, Bytes: d.Reclaim}, pendingOp{cg: st, stat: s})
+	}
+}
+
+// acted takes an action's result: its counters, and the controller
+// learns the outcome of reclaim and flush (their backoffs).
+func (c *Core) acted(p pendingOp, r Result) {
+	st := p.cg
+	if p.op.Kind == Flush {
+		c.flushing = false
+	}
+	if !c.actionsInFlight(st) {
+		st.acting = false
+	}
+	if st.gone {
+		return
+	}
+	ctr := &st.status.Counters
+	defer c.touch(st)
+	switch p.op.Kind {
+	case WriteOut:
+		if r.WriteOut.Files > 0 {
+			// Only write-outs that found files count: the dirty pages
+			// of files no task holds open are out of its reach.
+			ctr.WriteOuts++
+			ctr.WriteOutBytes += r.WriteOut.Bytes
+		}
+		st.thr.writtenOut += r.WriteOut.Bytes
+		c.failed(st, "write out", r.Err)
+	case Flush:
+		st.ctrl.FlushDone(r.At, p.stat, errors.Is(r.Err, host.ErrNothingToFlush))
+		switch {
+		case r.Err == nil, isVanished(r.Err):
+		case errors.Is(r.Err, host.ErrRateLimited), errors.Is(r.Err, host.ErrNothingToFlush):
+			// Refused, not failed: counted apart.
+			c.log(slog.LevelDebug, "flush refused", "cgroup", st.cg, "err", r.Err)
+			ctr.FlushesRefused++
+		default:
+			c.failed(st, "flush", r.Err)
+		}
+	case Reclaim:
+		ctr.ReclaimedBytes += r.Reclaimed
+		nothing := errors.Is(r.Err, host.ErrNothingReclaimed)
+		st.ctrl.ReclaimDone(r.At, p.stat, r.Err != nil && !isVanished(r.Err), c.cfg.ActiveInterval)
+		if !nothing {
+			c.failed(st, "reclaim", r.Err)
+		}
+		c.log(slog.LevelDebug, "reclaim attempt", "cgroup", st.cg, "got", r.Reclaimed, "err", r.Err)
+	}
+}
+
+// actionsInFlight reports whether an action of st's is still pending.
+func (c *Core) actionsInFlight(st *cgroup) bool {
+	for _, p := range c.pending {
+		if p.cg == st && p.op.Kind.Lane() == Slow {
+			return true
+		}
+	}
+	for _, op := range c.lanes[Slow] {
+		if op.Cgroup == st.cg {
+			return true
+		}
+	}
+	return false
+}
+
+// failed counts and logs an action's error; a vanished cgroup is found by
+// its next step.
+func (c *Core) failed(st *cgroup, what string, err error) {
+	if err == nil || isVanished(err) {
+		return
+	}
+	st.status.Counters.Errors++
+	c.log(slog.LevelWarn, what, "cgroup", st.cg, "err", err)
+}
+
+// knobs are the knobs in force for cg: the config's defaults and rules,
+// then the runtime overrides.
+func (c *Core) knobs(cg host.Cgroup) memcg.Knobs {
+	return resolve.Knobs(c.policy, c.cfg.Overrides, cg)
+}
+
+// noteScanned counts st as stepped for the first listing.
+func (c *Core) noteScanned(st *cgroup) {
+	if !st.firstScan {
+		return
+	}
+	st.firstScan = false
+	c.unscanned--
+	if c.unscanned == 0 {
+		c.scanned = true
+	}
+}
+
+// isVanished reports whether err says the cgroup is gone.
+func isVanished(err error) bool { return errors.Is(err, host.ErrVanished) }

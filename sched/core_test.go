@@ -1,0 +1,389 @@
+package sched
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/config"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/policy"
+	"github.com/memcgd/memcgd/state"
+)
+
+type stateStatus = state.Status
+
+const ms = time.Millisecond
+
+// dirtyConfig is the default policy with dirty_bytes 16M,
+// dirty_background_bytes 8M and no background reclaim.
+func dirtyConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Defaults = memcg.Knobs{DirtyBytes: 16 * mib, DirtyBackgroundBytes: 8 * mib, WritebackFirst: true}
+	return cfg
+}
+
+func TestTheFirstListingStepsEveryCgroupOnceThenTheDaemonIsReady(t *testing.T) {
+	w := newWorld(t, Config{}, "/", root, "/a", memcg.Stat{Limit: 100 * mib}, "/b", memcg.Stat{Limit: memcg.NoLimit})
+	if rd := w.c.Ready(); rd.Scanned || len(rd.Ops) != 1 || rd.Ops[0].Kind != List {
+		t.Fatalf("at start: Ready %+v, want one List and not scanned", rd)
+	} else {
+		w.c.Advance(w.now, w.do(rd.Ops[0]))
+	}
+	w.settle()
+	if !w.scanned {
+		t.Error("every cgroup was stepped once, but Ready never said Scanned")
+	}
+	for _, cg := range []host.Cgroup{"/", "/a", "/b"} {
+		if n := w.count(Observe, cg); n != 1 {
+			t.Errorf("%s observed %d times by the first listing, want 1", cg, n)
+		}
+	}
+	if s, _ := w.statusOf("/a"); !s.Managed {
+		t.Error("/a (limited) not managed")
+	}
+	if s, _ := w.statusOf("/b"); s.Managed {
+		t.Error("/b (unlimited, limited_only) managed")
+	}
+}
+
+func TestSeed004WriteOutPastTheBackgroundThresholdOnly(t *testing.T) {
+	w := newWorld(t, Config{}, "/", root,
+		"/a", memcg.Stat{Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib}, // 5 % of ~90M
+		"/b", memcg.Stat{Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 1 * mib})
+	w.settle()
+	if w.count(WriteOut, "/a") != 1 || w.count(WriteOut, "/b") != 0 || w.count(Flush, "/a") != 0 {
+		t.Errorf("write-outs /a %d /b %d, flushes /a %d; want /a written out once, /b not, nothing flushed",
+			w.count(WriteOut, "/a"), w.count(WriteOut, "/b"), w.count(Flush, "/a"))
+	}
+	if s, _ := w.statusOf("/a"); s.Counters.WriteOuts != 1 || s.Counters.WriteOutBytes != 20*mib {
+		t.Errorf("/a counters %+v, want one write-out of 20 MiB", s.Counters)
+	}
+}
+
+func TestSeed001ReclaimFromLowToHighInStepsOfOneRun(t *testing.T) {
+	limit := uint64(500 * mib)
+	wm := memcg.Knobs{MinFreeKbytes: memcg.MinFreeAuto}.Watermarks(limit)
+	w := newWorld(t, Config{ReclaimStep: 1 * mib}, "/", root, "/a", memcg.Stat{Limit: limit, Usage: limit - 1*mib, File: 400 * mib})
+	w.reclaim = func(cg host.Cgroup, n uint64) (uint64, error) {
+		w.set(cg, func(s *memcg.Stat) { s.Usage -= n; s.File -= n })
+		return n, nil
+	}
+	w.advance(time.Second)
+	s, _ := w.statusOf("/a")
+	if s.Counters.ReclaimRuns != 1 {
+		t.Errorf("pgoutrun %d, want one run from low to high", s.Counters.ReclaimRuns)
+	}
+	if free := w.stats["/a"].Free(); free < wm.High || free > wm.High+1*mib {
+		t.Errorf("free %d after the run, want the high watermark %d", free, wm.High)
+	}
+	if n := w.count(Reclaim, "/a"); n < 2 {
+		t.Errorf("%d reclaim ops, want steps of at most ReclaimStep", n)
+	}
+}
+
+func TestSeed000ReclaimWritesBackTheCgroupsOwnFilesFirst(t *testing.T) {
+	limit := uint64(500 * mib)
+	// Below low_wmark, its page cache mostly dirty (under its 5 %
+	// background): reclaim cannot be met from clean pages.
+	w := newWorld(t, Config{}, "/", root, "/a", memcg.Stat{Limit: limit, Usage: limit - 1*mib, File: 2 * mib, Dirty: 1 * mib, Anon: limit - 3*mib})
+	w.settle()
+	if w.count(WriteOut, "/a") != 1 || w.count(Flush, "/a") != 0 {
+		t.Errorf("write-outs %d flushes %d: want the cgroup's own files written out, no full flush", w.count(WriteOut, "/a"), w.count(Flush, "/a"))
+	}
+}
+
+func TestOneFullFlushOnTheHostAtATime(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.WritebackFirst = false
+	st := memcg.Stat{Limit: 500 * mib, Usage: 499 * mib, File: 2 * mib, Dirty: 1 * mib, Anon: 497 * mib}
+	w := newWorld(t, Config{Policy: cfg}, "/", root, "/a", st, "/b", st)
+	w.hold[Flush] = true
+	w.settle()
+	if a, b := w.count(Flush, "/a"), w.count(Flush, "/b"); a+b != 1 {
+		t.Fatalf("flushes /a %d /b %d while the first is in flight, want one in all", a, b)
+	}
+	// Once it returns, and /a's dirty pages with it, /b gets its own.
+	w.hold[Flush] = false
+	w.set("/a", func(s *memcg.Stat) { s.Dirty = 0 })
+	w.release(Flush)
+	w.advance(100 * ms)
+	if b := w.count(Flush, "/b"); b == 0 {
+		t.Error("/b never flushed once the first flush returned")
+	}
+}
+
+func TestAFullFlushWithNothingToFlushIsCountedApartAndBacksOff(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.WritebackFirst = false
+	w := newWorld(t, Config{Policy: cfg}, "/", root, "/a", memcg.Stat{Limit: 500 * mib, Usage: 499 * mib, File: 2 * mib, Dirty: 1 * mib, Anon: 497 * mib})
+	w.flush = func(host.Cgroup) error { return host.ErrNothingToFlush }
+	w.advance(3 * time.Second)
+	s, _ := w.statusOf("/a")
+	if s.Counters.Errors != 0 || s.Counters.FlushesRefused == 0 {
+		t.Errorf("counters %+v: want refusals counted apart, no errors", s.Counters)
+	}
+	// Waits of 1 s, 2 s: three attempts in 3 s, not one per step.
+	if n := w.count(Flush, "/a"); n < 2 || n > 3 {
+		t.Errorf("%d flush attempts in 3 s with nothing to flush, want 2-3 (a backoff from 1 s)", n)
+	}
+}
+
+func TestUnlimitedCgroupsAreLeftAloneUnderLimitedOnly(t *testing.T) {
+	w := newWorld(t, Config{}, "/", root, "/u", memcg.Stat{Limit: memcg.NoLimit, Usage: 6 << 30, File: 6 << 30, Dirty: 3 << 30})
+	w.advance(time.Second)
+	if n := w.count(WriteOut, "/u") + w.count(Flush, "/u") + w.count(Reclaim, "/u") + w.count(Freeze, "/u"); n != 0 {
+		t.Errorf("%d actions on an unlimited cgroup", n)
+	}
+	if w.count(Observe, "/u") != 1 {
+		t.Errorf("an unmanaged idle cgroup observed %d times in 1 s, want once (its watch is off)", w.count(Observe, "/u"))
+	}
+}
+
+func TestStepsGoRoundRobinAcrossCgroups(t *testing.T) {
+	// One worker, two cgroups needing many reclaim steps each: both make
+	// progress in turn rather than one finishing first.
+	limit := uint64(1 << 30)
+	cfg := config.Default()
+	cfg.Defaults.MinFreeKbytes = 64 << 10 // high 96 MiB: 12 steps of 8 MiB
+	w := newWorld(t, Config{Policy: cfg, Workers: 1}, "/", root, "/a", memcg.Stat{Limit: limit, Usage: limit, File: limit}, "/b", memcg.Stat{Limit: limit, Usage: limit, File: limit})
+	got := map[host.Cgroup]uint64{}
+	w.reclaim = func(cg host.Cgroup, n uint64) (uint64, error) {
+		got[cg] += n
+		w.set(cg, func(s *memcg.Stat) { s.Usage -= n; s.File -= n })
+		return n, nil
+	}
+	for got["/a"] < 32*mib && got["/b"] < 32*mib {
+		w.advance(ms)
+	}
+	if got["/a"] < 16*mib || got["/b"] < 16*mib {
+		t.Errorf("unfair: /a reclaimed %d MiB, /b %d MiB", got["/a"]/mib, got["/b"]/mib)
+	}
+}
+
+func TestAnActionInFlightHoldsNoLook(t *testing.T) {
+	// A write-out that blocks (sync_file_range waiting for the device)
+	// does not hold back the cgroup's next look: past its background
+	// threshold a fast writer is on its way to the limit.
+	w := newWorld(t, Config{Policy: dirtyConfig()}, "/", root, "/a", memcg.Stat{Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 10 * mib})
+	w.hold[WriteOut] = true
+	w.settle()
+	before := w.count(Observe, "/a")
+	w.advance(100 * ms)
+	if w.count(Observe, "/a") <= before {
+		t.Error("not observed again while its write-out was in flight")
+	}
+	if n := w.count(WriteOut, "/a"); n != 1 {
+		t.Errorf("%d write-outs while the first is in flight, want it alone", n)
+	}
+}
+
+func TestTheThrottleFreezesAtTheLimitAndItsDeadlineThawsWithoutAStep(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})
+	w.settle()
+	if !w.frozen["/a"] || w.count(Freeze, "/a") != 1 {
+		t.Fatalf("past the limit: frozen %v, %d freezes; want frozen once", w.frozen["/a"], w.count(Freeze, "/a"))
+	}
+	if got := w.opsSince(0, "/a"); slices.Index(got, "freeze") > slices.Index(got, "write out") && slices.Contains(got, "write out") {
+		t.Errorf("ops %v: want the freeze handed out before the write-out", got)
+	}
+	// The device drains nothing and no step comes (reads fail as
+	// vanished would forget it, so hold the steps): MaxPause thaws it.
+	w.hold[Observe] = true
+	w.advance(policy.MaxPause + ms)
+	if w.frozen["/a"] {
+		t.Errorf("still frozen %v after the freeze with no step: HoldFor did not thaw it", policy.MaxPause)
+	}
+	if got := w.c.Stats().DriverThaws; got != 1 {
+		t.Errorf("%d thaws of the Core's own, want 1", got)
+	}
+	s, _ := w.statusOf("/a")
+	if s.Counters.Pauses != 1 || s.Counters.Paused > policy.MaxPause+ms {
+		t.Errorf("counters %+v: want one pause of at most MaxPause", s.Counters)
+	}
+}
+
+func TestStopEndsEveryEpisode(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})
+	w.settle()
+	if !w.frozen["/a"] {
+		t.Fatal("not frozen")
+	}
+	w.c.Stop(w.now)
+	rd := w.c.Ready()
+	w.take(rd)
+	if rd.Stopped {
+		t.Fatal("Stopped before the End was carried out")
+	}
+	for _, op := range rd.Ops {
+		if op.Kind != End {
+			t.Errorf("after Stop: a %v op, want only End", op.Kind)
+		}
+		w.c.Advance(w.now, w.do(op))
+	}
+	if rd := w.c.Ready(); !rd.Stopped || len(rd.Ops) != 0 {
+		t.Errorf("after the End: Stopped %v, %d ops", rd.Stopped, len(rd.Ops))
+	}
+	if w.frozen["/a"] {
+		t.Error("left frozen after Stop")
+	}
+	if w.logged(slog.LevelInfo, "throttle episode ended") != 1 {
+		t.Error("no line logged for the episode's end")
+	}
+}
+
+func TestARefusedFreezeIsSaidOnce(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})
+	w.freezeErr["/a"] = errBusy
+	w.advance(50 * ms)
+	if n := w.count(Freeze, "/a"); n < 3 {
+		t.Fatalf("%d freezes tried in 50 ms, want one per look", n)
+	}
+	if n := w.logged(slog.LevelWarn, "freeze"); n != 1 {
+		t.Errorf("a freeze refused at every look logged %d times, want once", n)
+	}
+}
+
+func TestNoFreezerReachingACgroupIsReportedAndNotTriedAgain(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})
+	w.freezeErr["/a"] = errors.Join(errors.New("no freezer"), errors.ErrUnsupported)
+	w.advance(50 * ms)
+	if n := w.count(Freeze, "/a"); n != 1 {
+		t.Errorf("%d freezes, want one, then none", n)
+	}
+	if s, _ := w.statusOf("/a"); s.Throttle == "" {
+		t.Error("the status does not say the throttle is unavailable")
+	}
+}
+
+func TestWatcherReports(t *testing.T) {
+	// An active writer, looked at every ActiveInterval at most.
+	st := memcg.Stat{Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 10 * mib}
+	for _, tt := range []struct {
+		name    string
+		tracker bool
+		want    bool
+	}{
+		{"without the tracker a report of an active cgroup is a hint: its look comes anyway", false, false},
+		{"with the tracker every report is a threshold armed for that moment: stepped at once", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, Config{Policy: dirtyConfig(), Tracker: tt.tracker}, "/", root, "/a", st)
+			w.settle()
+			before := w.count(Observe, "/a")
+			w.c.Report(w.now, "/a")
+			w.settle()
+			if stepped := w.count(Observe, "/a") > before; stepped != tt.want {
+				t.Errorf("stepped at the report: %v, want %v", stepped, tt.want)
+			}
+		})
+	}
+}
+
+func TestAWakeDuringAStepStepsAgainAfterIt(t *testing.T) {
+	w := newWorld(t, Config{}, "/", root, "/a", memcg.Stat{Limit: 100 * mib})
+	w.settle()
+	w.c.Kick(w.now, "/a")
+	w.hold[Observe] = true
+	w.settle()
+	w.c.Kick(w.now, "/a") // during the step
+	w.hold[Observe] = false
+	before := w.count(Observe, "/a")
+	w.release(Observe)
+	if w.count(Observe, "/a") != before+1 {
+		t.Errorf("a kick during a step: %d more steps after it, want 1", w.count(Observe, "/a")-before)
+	}
+}
+
+func TestRemovedCgroupsAreForgottenAndARecreatedOneStartsAfresh(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})
+	w.settle()
+	old := w.c.cgroups["/a"]
+	w.c.CgroupRemoved(w.now, "/a")
+	w.settle()
+	if w.frozen["/a"] || w.count(Forget, "/a") != 1 {
+		t.Errorf("removed: frozen %v, forgotten %d times; want thawed and forgotten once", w.frozen["/a"], w.count(Forget, "/a"))
+	}
+	if _, ok := w.statusOf("/a"); ok {
+		t.Error("a removed cgroup still has a status")
+	}
+	w.c.CgroupCreated(w.now, "/a")
+	w.settle()
+	if n := w.c.cgroups["/a"]; n == nil || n == old {
+		t.Error("the recreated cgroup has no state of its own")
+	}
+	// And the looks after its mkdir.
+	before := w.count(Observe, "/a")
+	w.hold[Freeze] = true // keep it from being throttled meanwhile
+	w.advance(time.Second + ms)
+	if got := w.count(Observe, "/a") - before; got < len(policy.BornRelooks) {
+		t.Errorf("%d looks in the second after its creation, want at least the %d re-looks", got, len(policy.BornRelooks))
+	}
+}
+
+func TestTheDaemonsOwnCgroupsAreNeverThrottledNorReclaimed(t *testing.T) {
+	st := memcg.Stat{Limit: 500 * mib, Usage: 499 * mib, File: 300 * mib, Writeback: 17 * mib}
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Self: []host.Cgroup{"/self/d"}}, "/", root, "/self", st, "/self/d", st, "/other", st)
+	w.c.policy.Defaults.MinFreeKbytes = memcg.MinFreeAuto
+	w.advance(100 * ms)
+	for _, cg := range []host.Cgroup{"/self", "/self/d"} {
+		if n := w.count(Freeze, cg) + w.count(Reclaim, cg); n != 0 {
+			t.Errorf("%s holds the daemon: %d freezes and reclaims", cg, n)
+		}
+		if s, _ := w.statusOf(cg); s.Exempt != HoldsMemcgd {
+			t.Errorf("%s: Exempt %q, want %q", cg, s.Exempt, HoldsMemcgd)
+		}
+	}
+	if w.count(Freeze, "/other") == 0 {
+		t.Error("/other, which does not hold the daemon, was not throttled")
+	}
+}
+
+func TestStepsReuseRecentAncestorReadingsAndRefreshThemOffTheStep(t *testing.T) {
+	w := newWorld(t, Config{ActiveInterval: 50 * ms}, "/", root, "/p", memcg.Stat{Limit: 1 << 30}, "/p/a", memcg.Stat{}, "/p/b", memcg.Stat{})
+	w.settle()
+	if n := w.count(Observe, "/p"); n != 1 {
+		t.Fatalf("/p observed %d times by the listing", n)
+	}
+	reads := func(p host.Cgroup) int {
+		n := 0
+		for _, op := range w.ops {
+			if slices.Contains(op.Read, p) {
+				n++
+			}
+		}
+		return n
+	}
+	r := reads("/p")
+	w.c.Kick(w.now.Add(10*ms), "/p/a")
+	w.settle()
+	if reads("/p") != r {
+		t.Error("a step 10 ms after /p was read read it again")
+	}
+	w.now = w.now.Add(100 * ms)
+	w.c.Kick(w.now, "/p/b")
+	w.settle()
+	if reads("/p") != r+1 || w.count(Refresh, "/p") != 1 {
+		t.Errorf("100 ms later: /p read %d more times (%d refreshes), want one refresh off the step", reads("/p")-r, w.count(Refresh, "/p"))
+	}
+	w.now = w.now.Add(2 * time.Second)
+	w.c.Kick(w.now, "/p/b")
+	w.settle()
+	var last Op
+	for _, op := range w.ops {
+		if op.Kind == Observe && op.Cgroup == "/p/b" {
+			last = op
+		}
+	}
+	if !slices.Contains(last.Read, "/p") {
+		t.Errorf("a step 2 s on reads %v, want /p read by the step: its reading is stale", last.Read)
+	}
+}

@@ -96,6 +96,27 @@ func (c *Core) forget(st *cgroup) {
 	c.log(slog.LevelInfo, "cgroup gone", "cgroup", st.cg)
 }
 
+// setState sets st's Status.State from what the Core holds of it now,
+// and Since when it changed.
+func (c *Core) setState(st *cgroup) {
+	s := ""
+	switch {
+	case !st.managed:
+	case st.thr.frozen:
+		s = state.StateFrozen
+	case st.thr.open:
+		s = state.StateThrottled
+	case st.active:
+		s = state.StateActive
+	default:
+		s = state.StateIdle
+	}
+	if s != st.status.State {
+		st.status.State, st.status.Since = s, c.now
+		c.touch(st)
+	}
+}
+
 // touch marks st's status for the next Ready.
 func (c *Core) touch(st *cgroup) {
 	if !st.changed {
@@ -223,6 +244,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		c.endEpisode(st, "not managed")
 		st.active, st.throttled = false, false
 		st.status.Active = false
+		c.setState(st)
 		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit})
 		return
 	}
@@ -260,6 +282,8 @@ func (c *Core) observed(p pendingOp, r Result) {
 	c.act(st, d, s)
 	st.active, st.throttled = d.Active, d.Episode
 	st.status.Active = d.Active
+	st.status.DirtyRate, st.status.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
+	c.setState(st)
 	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove})
 	if d.NextLook > 0 {
 		c.look(st, r.At.Add(d.NextLook))

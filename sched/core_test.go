@@ -387,3 +387,36 @@ func TestStepsReuseRecentAncestorReadingsAndRefreshThemOffTheStep(t *testing.T) 
 		t.Errorf("a step 2 s on reads %v, want /p read by the step: its reading is stale", last.Read)
 	}
 }
+
+func TestTheStatusSaysWhatTheDaemonDoesNowAndSinceWhen(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root, "/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib})
+	state := func() (string, time.Duration) {
+		s, _ := w.statusOf("/a")
+		return s.State, s.Since.Sub(t0)
+	}
+	w.settle()
+	if s, since := state(); s != "idle" || since != 0 {
+		t.Errorf("under every threshold: %s since %v, want idle since the start", s, since)
+	}
+	w.now = w.now.Add(10 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Dirty = 9 * mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "active" || since != 10*ms {
+		t.Errorf("past dirty_background: %s since %v, want active since 10ms", s, since)
+	}
+	w.now = w.now.Add(10 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Dirty, s.Writeback = 0, 17*mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "frozen" || since != 20*ms {
+		t.Errorf("past the limit: %s since %v, want frozen since 20ms", s, since)
+	}
+	w.now = w.now.Add(5 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Writeback = 4 * mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "throttled" || since != 25*ms {
+		t.Errorf("drained below freerun: %s since %v, want throttled (thawed, the episode open) since 25ms", s, since)
+	}
+}

@@ -67,7 +67,30 @@ type Status struct {
 	// eBPF tracker wakes the daemon) or "poll" (the fallback's adaptive
 	// interval).
 	DirtyTracking string
+	// State is what the daemon is doing to the cgroup now (StateIdle,
+	// StateActive, StateThrottled, StateFrozen), "" before its first
+	// step or when it is not managed; Since is when that began.
+	State string
+	Since time.Time
+	// DirtyRate is the rate at which the cgroup's tasks dirty pages while
+	// they run, and WriteBandwidth the rate at which its dirty pages are
+	// written, as the throttle estimates them, in bytes per second.
+	DirtyRate, WriteBandwidth uint64
 }
+
+// States of Status.State.
+const (
+	// StateIdle: under every threshold; the daemon waits for an event.
+	StateIdle = "idle"
+	// StateActive: over a threshold, writing out or reclaiming; looked
+	// at every active interval at most.
+	StateActive = "active"
+	// StateThrottled: a throttle episode is open and the cgroup runs,
+	// between freezes.
+	StateThrottled = "throttled"
+	// StateFrozen: the cgroup is frozen by the throttle.
+	StateFrozen = "frozen"
+)
 
 // Tracking paths of Status.DirtyTracking.
 const (

@@ -56,9 +56,10 @@ type Config struct {
 	// and TrackingReason why not when it is not.
 	Tracker        bool
 	TrackingReason string
-	// Freezer says the host can hold a freeze (host.Freezer); Counter
-	// that it counts dirtied bytes (host.DirtyCounter).
-	Freezer, Counter bool
+	// Freezer says the host can hold a freeze (host.Freezer); Pacer that
+	// it can pace a cgroup's dirtying tasks (host.Pacer); Counter that it
+	// counts dirtied bytes (host.DirtyCounter).
+	Freezer, Pacer, Counter bool
 	// Workers bounds the steps, and the actions, in flight at once
 	// (DefaultWorkers if zero).
 	Workers int
@@ -362,7 +363,7 @@ func (c *Core) Stop(now time.Time) {
 		kept := c.lanes[l][:0]
 		for _, op := range c.lanes[l] {
 			switch op.Kind {
-			case Freeze, Thaw, Refreeze, End:
+			case Freeze, Thaw, Refreeze, End, Pace, SetPace, Unpace:
 				kept = append(kept, op)
 			default:
 				delete(c.pending, op.ID) // never handed out
@@ -371,6 +372,7 @@ func (c *Core) Stop(now time.Time) {
 		c.lanes[l] = kept
 	}
 	for _, st := range c.order {
+		c.endPace(st, "stopping")
 		c.endEpisode(st, "stopping")
 	}
 }
@@ -378,7 +380,7 @@ func (c *Core) Stop(now time.Time) {
 // stopped reports whether nothing of the throttle is left to undo.
 func (c *Core) stopped() bool {
 	for _, st := range c.order {
-		if st.thr.open || st.thr.busy {
+		if st.thr.open || st.thr.busy || st.pace.open || st.pace.busy {
 			return false
 		}
 	}
@@ -461,6 +463,8 @@ func (c *Core) Advance(now time.Time, results ...Result) {
 			c.refreshed(p, r)
 		case Freeze, Thaw, Refreeze, End:
 			c.throttled(p, r)
+		case Pace, SetPace, Unpace:
+			c.paced(p, r)
 		case WriteOut, Flush, Reclaim:
 			c.acted(p, r)
 		case Watch:

@@ -59,7 +59,7 @@ const NotLimited = "it has no memory limit, and no ancestor below the root has o
 func (c *Core) add(cg host.Cgroup) *cgroup {
 	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit}}
 	st.exempt = policy.Exempt(cg, c.cfg.Self)
-	st.status.Cgroup = cg
+	st.status.Cgroup, st.status.DryRun = cg, c.cfg.DryRun
 	if st.exempt {
 		st.status.Exempt, st.status.Throttle = HoldsMemcgd, HoldsMemcgd
 		c.log(slog.LevelInfo, HoldsMemcgd, "cgroup", cg, "self", c.cfg.Self)

@@ -479,3 +479,21 @@ func TestACgroupTheHostCannotPaceIsFrozenInstead(t *testing.T) {
 		t.Errorf("%d paces tried, frozen %v: want one, then the freezer at the limit", w.count(Pace, "/a"), w.frozen["/a"])
 	}
 }
+
+func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, DryRun: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: 9 * mib, Writeback: 8 * mib})
+	w.advance(300 * ms)
+	for _, op := range w.ops {
+		if op.Kind.Changes() {
+			t.Errorf("a dry run handed out a %v op", op.Kind)
+		}
+	}
+	s, _ := w.statusOf("/a")
+	if !s.DryRun || s.Counters.WriteOuts == 0 || s.Counters.Pauses == 0 {
+		t.Errorf("status %+v: want a dry run's, counting the write-outs and freezes it would have made", s)
+	}
+	if w.frozen["/a"] {
+		t.Error("frozen by a dry run")
+	}
+}

@@ -77,6 +77,9 @@ type Status struct {
 	// step or when it is not managed; Since is when that began.
 	State string
 	Since time.Time
+	// DryRun says the daemon runs dry (memcgd run --dry-run): the
+	// counters and the state are what it would have done.
+	DryRun bool
 	// DirtyRate is the rate at which the cgroup's tasks dirty pages while
 	// they run, and WriteBandwidth the rate at which its dirty pages are
 	// written, as the throttle estimates them, in bytes per second.

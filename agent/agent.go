@@ -196,6 +196,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer a.opts.Watcher.Close()
 	}
 	_, freezer := a.opts.Host.(host.Freezer)
+	_, pacer := a.opts.Host.(host.Pacer)
 	_, counter := a.opts.Host.(host.DirtyCounter)
 	level := slog.LevelInfo
 	if a.log.Enabled(ctx, slog.LevelDebug) {
@@ -206,7 +207,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	core := sched.New(sched.Config{
 		Policy: cfg, Overrides: a.opts.Overrides, Self: a.opts.Self,
-		Tracker: a.tracker, TrackingReason: a.tracking, Freezer: freezer, Counter: counter,
+		Tracker: a.tracker, TrackingReason: a.tracking, Freezer: freezer, Pacer: pacer, Counter: counter,
 		Workers: a.opts.Workers, ActiveInterval: a.opts.ActiveInterval, Reaction: a.opts.Reaction,
 		ScanInterval: a.opts.ScanInterval, AuditInterval: a.opts.AuditInterval, ReclaimStep: a.opts.ReclaimStep,
 		Log: level,

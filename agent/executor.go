@@ -197,6 +197,11 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 			n, err := dc.Dirtied(ctx, op.Cgroup)
 			r.Dirtied, r.HasDirtied, r.DirtiedErr = n, err == nil, err
 		}
+		if op.Paced != nil {
+			// An error leaves the last reading: the policy measures
+			// nothing from a step without one.
+			r.PacedCPU, _ = op.Paced.CPU()
+		}
 	case sched.Freeze:
 		fz, ok := h.(host.Freezer)
 		if !ok {
@@ -210,6 +215,17 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 		r.Err = op.Episode.Refreeze()
 	case sched.End:
 		r.Err = op.Episode.End()
+	case sched.Pace:
+		pc, ok := h.(host.Pacer)
+		if !ok {
+			r.Err = fmt.Errorf("pace %s: the host cannot pace: %w", op.Cgroup, errors.ErrUnsupported)
+			return r
+		}
+		r.Paced, r.Err = pc.Pace(ctx, op.Cgroup, op.Quota, op.Period)
+	case sched.SetPace:
+		r.Err = op.Paced.Set(op.Quota, op.Period)
+	case sched.Unpace:
+		r.Err = op.Paced.End()
 	case sched.WriteOut:
 		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup)
 	case sched.Flush:

@@ -1,6 +1,9 @@
 package host
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // DirtyPath says how a host learns that a cgroup dirtied pages: through a
 // fast tracker that reports a cgroup as soon as it passes
@@ -58,6 +61,31 @@ type Freezer interface {
 	// that wraps errors.ErrUnsupported means the cgroup cannot be
 	// frozen here (ThrottleUnavailable says why).
 	Freeze(ctx context.Context, cg Cgroup) (Frozen, error)
+}
+
+// Paced is one pacing episode of a cgroup's dirtying tasks, begun by
+// Pacer.Pace: they run under a CPU bandwidth limit until End, and no
+// other task of the cgroup does.
+type Paced interface {
+	// Set changes the limit to quota of CPU time per period, and paces
+	// too the cgroup's tasks that began dirtying since the last call.
+	Set(quota, period time.Duration) error
+	// CPU is the CPU time the paced tasks have used within the episode.
+	CPU() (time.Duration, error)
+	// End releases the tasks, restores what the episode changed and ends
+	// it. Calls after the first do nothing.
+	End() error
+}
+
+// Pacer is a host that can pace a cgroup's dirtying tasks by CPU
+// bandwidth (policy.Input.Pacer): no signal is sent and no syscall cut
+// short, a paced task runs later. An error that wraps
+// errors.ErrUnsupported means it cannot pace this cgroup (the hierarchy
+// does not allow it); the freezer then throttles it.
+type Pacer interface {
+	// Pace begins an episode with quota per period. The episode ends,
+	// and the tasks are released, when ctx ends if End was not called.
+	Pace(ctx context.Context, cg Cgroup, quota, period time.Duration) (Paced, error)
 }
 
 // CgroupEvent reports a cgroup created or removed in the managed subtree.

@@ -40,8 +40,10 @@ type Controller struct {
 	growth    float64
 	lastUsage uint64
 
-	// throttle is the closed-loop throttle's state (freeze.go).
+	// throttle is the closed-loop throttle's state (freeze.go), pacer
+	// the paced throttle's (pace.go).
 	throttle throttleState
+	pacer    pacer
 	// dirtyRate is the recent rate at which the cgroup dirtied pages
 	// while it ran, bytes/s (timing.go); quiet says it dirtied nothing
 	// since the last look.
@@ -101,7 +103,11 @@ func (c *Controller) Step(in Input) Decision {
 		d.Why |= ReasonBackground
 	}
 
-	// Seed 004: past the freerun ceiling, throttle.
+	// Seed 004: past the freerun ceiling, throttle: pace the dirtiers,
+	// with the freezer as the backstop, or freeze.
+	if in.Pacer {
+		c.pace(in, dirty, &d)
+	}
 	switch in.freezer() {
 	case FreezerHeld:
 		c.closedLoop(in, dirty, &d)

@@ -148,6 +148,10 @@ type Decision struct {
 	// freeze level at its recent rate; a timer in the driver keeps the
 	// run short however slow the driver's reaction. 0: no deadline.
 	RunFor time.Duration
+	// Pace is the CPU bandwidth the cgroup's dirtying tasks may use, with
+	// Input.Pacer; the zero Pacing releases them.
+	Pace Pacing
+
 	// Paused, with ThrottleThaw, is how long the cgroup was frozen, by
 	// the observations' clock (from the freeze, or the driver's refreeze
 	// at RunFor): the measured drain, at most MaxPause.

@@ -112,6 +112,9 @@ func (t *throttleState) replay(last, now time.Time) (ran time.Duration, mixed bo
 // freezes: the hard limit, less what the cgroup dirties within the
 // reaction delay at its recent rate, never below the setpoint.
 func (c *Controller) freezeLevel(in Input) uint64 {
+	if in.Pacer {
+		return c.backstopLevel(in)
+	}
 	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
 	early := uint64(c.dirtyRate * in.Reaction.Seconds())
 	return max(sat(limit, early), setpoint)
@@ -121,9 +124,19 @@ func (c *Controller) freezeLevel(in Input) uint64 {
 // plus what the device drains within the reaction delay at the estimated
 // bandwidth, never above the setpoint.
 func (c *Controller) thawLevel(in Input) uint64 {
-	setpoint, _ := DirtySetpoint(in.Dirty, c.domainLimit)
+	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	if in.Pacer {
+		return limit // the pace takes over from there
+	}
 	early := uint64(c.bw.avg * in.Reaction.Seconds())
 	return min(in.Dirty.Freerun()+early, setpoint)
+}
+
+// backstopLevel is where the freezer takes over from a pace (pace.go):
+// past the limit by a quarter of the band the throttle works in.
+func (c *Controller) backstopLevel(in Input) uint64 {
+	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	return limit + c.dirtySpan(in)/LookFraction
 }
 
 // adopt takes the driver's word on the freezer state where the mirror

@@ -66,6 +66,13 @@ type Input struct {
 	ReclaimStep uint64
 	// Freezer says how the driver can stop the cgroup's tasks.
 	Freezer Freezer
+	// Pacer says the driver can pace the cgroup's dirtying tasks by CPU
+	// bandwidth (pace.go): the throttle paces them, and the freezer is
+	// only its backstop. Paced is the pace in force as the driver holds
+	// it, and PacedCPU the CPU time the paced tasks have used, a counter.
+	Pacer    bool
+	Paced    Pacing
+	PacedCPU time.Duration
 	// Frozen is whether the driver holds the cgroup frozen as it is
 	// observed (FreezerHeld only). The controller mirrors the driver
 	// from its own decisions and deadlines; where they disagree (a

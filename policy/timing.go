@@ -70,6 +70,10 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 		}
 	}
 	bg := in.Dirty.Background
+	if d.Pace.On() && !c.throttle.frozen {
+		// The kernel holds the pace between looks.
+		need(PaceInterval)
+	}
 	if c.throttle.frozen {
 		// Every MinLook, not at the drain's expected end at the
 		// estimated bandwidth: a device writes back in bursts. On the
@@ -180,8 +184,8 @@ func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 // and at least DirtyPollThresh. NoLimit when neither threshold is set.
 func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 	wake := memcg.NoLimit
-	if span := c.dirtySpan(in); span > 0 && in.freezer() != FreezerNone {
-		room := sat(c.freezeLevel(in), dirty)
+	if span := c.dirtySpan(in); span > 0 && (in.freezer() != FreezerNone || in.Pacer) {
+		room := sat(c.actLevel(in), dirty)
 		early := uint64(c.dirtyRate * in.Reaction.Seconds())
 		wake = max(sat(room, early), span/LookFraction)
 	}
@@ -192,6 +196,15 @@ func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 		return wake
 	}
 	return max(wake, DirtyPollThresh)
+}
+
+// actLevel is the dirty+writeback level at which the throttle must act
+// next: where a pace begins (freerun), or where the freezer takes over.
+func (c *Controller) actLevel(in Input) uint64 {
+	if in.Pacer && !c.pacer.on {
+		return in.Dirty.Freerun()
+	}
+	return c.freezeLevel(in)
 }
 
 // wakeAt is the usage at which the watcher must report a cgroup: it

@@ -44,7 +44,8 @@ type cgroup struct {
 	// yet (Ready.Scanned).
 	firstScan bool
 
-	thr throttle
+	thr  throttle
+	pace pace
 
 	status  state.Status
 	changed bool // in Core.changed
@@ -58,7 +59,7 @@ const NotLimited = "it has no memory limit, and no ancestor below the root has o
 func (c *Core) add(cg host.Cgroup) *cgroup {
 	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit}}
 	st.exempt = policy.Exempt(cg, c.cfg.Self)
-	st.status.Cgroup = cg
+	st.status.Cgroup, st.status.DryRun = cg, c.cfg.DryRun
 	if st.exempt {
 		st.status.Exempt, st.status.Throttle = HoldsMemcgd, HoldsMemcgd
 		c.log(slog.LevelInfo, HoldsMemcgd, "cgroup", cg, "self", c.cfg.Self)
@@ -80,6 +81,7 @@ func (c *Core) forget(st *cgroup) {
 	if st.gone {
 		return
 	}
+	c.endPace(st, "cgroup gone")
 	c.endEpisode(st, "cgroup gone")
 	st.gone = true
 	c.noteScanned(st)
@@ -94,6 +96,29 @@ func (c *Core) forget(st *cgroup) {
 	c.removed = append(c.removed, st.cg)
 	c.emit(Op{Kind: Forget, Cgroup: st.cg}, pendingOp{cg: st})
 	c.log(slog.LevelInfo, "cgroup gone", "cgroup", st.cg)
+}
+
+// setState sets st's Status.State from what the Core holds of it now,
+// and Since when it changed.
+func (c *Core) setState(st *cgroup) {
+	s := ""
+	switch {
+	case !st.managed:
+	case st.thr.frozen:
+		s = state.StateFrozen
+	case st.pace.open:
+		s = state.StatePaced
+	case st.thr.open:
+		s = state.StateThrottled
+	case st.active:
+		s = state.StateActive
+	default:
+		s = state.StateIdle
+	}
+	if s != st.status.State {
+		st.status.State, st.status.Since = s, c.now
+		c.touch(st)
+	}
 }
 
 // touch marks st's status for the next Ready.
@@ -163,7 +188,7 @@ func (c *Core) startStep(st *cgroup) {
 	// tracker: only for cgroups managed, or not yet known not to be.
 	dirtied := c.cfg.Counter && (st.managed || !st.known)
 	c.observing++
-	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied}, p)
+	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied, Paced: st.pace.episode}, p)
 }
 
 // observed takes a step's observation: the controller decides, and its
@@ -220,9 +245,11 @@ func (c *Core) observed(p pendingOp, r Result) {
 	}
 	c.touch(st)
 	if !st.managed {
+		c.endPace(st, "not managed")
 		c.endEpisode(st, "not managed")
 		st.active, st.throttled = false, false
 		st.status.Active = false
+		c.setState(st)
 		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit})
 		return
 	}
@@ -238,11 +265,16 @@ func (c *Core) observed(p pendingOp, r Result) {
 	if c.cfg.Freezer && st.unavailable == "" {
 		fz = policy.FreezerHeld
 	}
+	pacer := c.cfg.Pacer && st.pace.unavailable == "" && !st.exempt
+	if r.Op.Paced != nil && r.Op.Paced == st.pace.episode {
+		st.pace.cpu = r.PacedCPU
+	}
 	d := st.ctrl.Step(policy.Input{
 		Now: r.At, Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks, WritebackFirst: eff.Knobs.WritebackFirst,
 		Exempt:  st.exempt,
 		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
 		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
+		Pacer: pacer, Paced: st.pace.cur, PacedCPU: st.pace.cpu,
 	})
 	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {
 		// One line per decision of a cgroup at work, to set beside
@@ -253,13 +285,18 @@ func (c *Core) observed(p pendingOp, r Result) {
 			"wake_dirtied", d.Wake.DirtiedAbove, "write_out", d.WriteOut, "reclaim", d.Reclaim,
 			"rate", st.ctrl.DirtyRate(), "bw", st.ctrl.WriteBandwidth(), "why", d.Why)
 	}
-	// The freezer first (policy.Decision): due now.
+	// The throttle first (policy.Decision): due now.
+	if pacer {
+		c.carryPace(st, d)
+	}
 	if fz == policy.FreezerHeld {
 		c.carry(st, d, s)
 	}
 	c.act(st, d, s)
 	st.active, st.throttled = d.Active, d.Episode
 	st.status.Active = d.Active
+	st.status.DirtyRate, st.status.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
+	c.setState(st)
 	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove})
 	if d.NextLook > 0 {
 		c.look(st, r.At.Add(d.NextLook))

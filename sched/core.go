@@ -56,9 +56,10 @@ type Config struct {
 	// and TrackingReason why not when it is not.
 	Tracker        bool
 	TrackingReason string
-	// Freezer says the host can hold a freeze (host.Freezer); Counter
-	// that it counts dirtied bytes (host.DirtyCounter).
-	Freezer, Counter bool
+	// Freezer says the host can hold a freeze (host.Freezer); Pacer that
+	// it can pace a cgroup's dirtying tasks (host.Pacer); Counter that it
+	// counts dirtied bytes (host.DirtyCounter).
+	Freezer, Pacer, Counter bool
 	// Workers bounds the steps, and the actions, in flight at once
 	// (DefaultWorkers if zero).
 	Workers int
@@ -72,6 +73,9 @@ type Config struct {
 	ReclaimStep uint64
 	// Log is the least level of the records Ready hands out; nil is info.
 	Log slog.Leveler
+	// DryRun: observe and decide, but hand out no op that changes
+	// anything (Kind.Changes); each is taken as done (dryrun.go).
+	DryRun bool
 }
 
 // Core is the scheduler. Create it with New; see the package
@@ -115,6 +119,8 @@ type Core struct {
 	stopping bool
 
 	stats Stats
+	// dry are the results of the dry run's ops, taken at the next Ready.
+	dry []Result
 
 	changed []*cgroup // statuses changed since the last Ready
 	removed []host.Cgroup
@@ -135,6 +141,8 @@ type pendingOp struct {
 	stat memcg.Stat
 	// all, for List: it was an audit.
 	all bool
+	// dry says the op was not handed out: a dry run's (dryrun.go).
+	dry bool
 }
 
 // Stats count what the Core did, for the simulator's reports and tests.
@@ -227,6 +235,11 @@ type Ready struct {
 
 // Ready hands out the ops due now and what changed, and empties both.
 func (c *Core) Ready() Ready {
+	for len(c.dry) > 0 {
+		rs := c.dry
+		c.dry = nil
+		c.Advance(c.now, rs...)
+	}
 	c.dispatch()
 	r := Ready{Ops: c.out, Deadline: c.deadline(), Removed: c.removed, Logs: c.logs, Scanned: c.scanned}
 	c.out, c.removed, c.logs = nil, nil, nil
@@ -246,7 +259,7 @@ func (c *Core) Ready() Ready {
 
 // HasReady reports whether Ready has anything to hand out.
 func (c *Core) HasReady() bool {
-	if len(c.out) > 0 || len(c.changed) > 0 || len(c.removed) > 0 || len(c.logs) > 0 {
+	if len(c.out) > 0 || len(c.changed) > 0 || len(c.removed) > 0 || len(c.logs) > 0 || len(c.dry) > 0 {
 		return true
 	}
 	for l := range LaneCount {
@@ -362,7 +375,7 @@ func (c *Core) Stop(now time.Time) {
 		kept := c.lanes[l][:0]
 		for _, op := range c.lanes[l] {
 			switch op.Kind {
-			case Freeze, Thaw, Refreeze, End:
+			case Freeze, Thaw, Refreeze, End, Pace, SetPace, Unpace:
 				kept = append(kept, op)
 			default:
 				delete(c.pending, op.ID) // never handed out
@@ -371,6 +384,7 @@ func (c *Core) Stop(now time.Time) {
 		c.lanes[l] = kept
 	}
 	for _, st := range c.order {
+		c.endPace(st, "stopping")
 		c.endEpisode(st, "stopping")
 	}
 }
@@ -378,7 +392,7 @@ func (c *Core) Stop(now time.Time) {
 // stopped reports whether nothing of the throttle is left to undo.
 func (c *Core) stopped() bool {
 	for _, st := range c.order {
-		if st.thr.open || st.thr.busy {
+		if st.thr.open || st.thr.busy || st.pace.open || st.pace.busy {
 			return false
 		}
 	}
@@ -421,6 +435,12 @@ func (c *Core) emit(op Op, p pendingOp) {
 	c.nextID++
 	op.ID = c.nextID
 	p.op = op
+	if c.cfg.DryRun && op.Kind.Changes() {
+		p.dry = true
+		c.pending[op.ID] = p
+		c.dry = append(c.dry, c.dryRun(op, p))
+		return
+	}
 	c.pending[op.ID] = p
 	l := op.Kind.Lane()
 	c.lanes[l] = append(c.lanes[l], op)
@@ -430,6 +450,9 @@ func (c *Core) emit(op Op, p pendingOp) {
 // due before any read.
 func (c *Core) emitFirst(op Op, p pendingOp) {
 	c.emit(op, p)
+	if c.pending[c.nextID].dry {
+		return
+	}
 	l := op.Kind.Lane()
 	q := c.lanes[l]
 	copy(q[1:], q[:len(q)-1])
@@ -446,7 +469,9 @@ func (c *Core) Advance(now time.Time, results ...Result) {
 		}
 		delete(c.pending, r.Op.ID)
 		l := p.op.Kind.Lane()
-		c.inflight[l]--
+		if !p.dry {
+			c.inflight[l]--
+		}
 		if r.Took >= SlowCall {
 			c.log(slog.LevelDebug, "slow host call", "cgroup", p.op.Cgroup, "call", p.op.Kind.String(), "took", r.Took)
 		}
@@ -461,6 +486,8 @@ func (c *Core) Advance(now time.Time, results ...Result) {
 			c.refreshed(p, r)
 		case Freeze, Thaw, Refreeze, End:
 			c.throttled(p, r)
+		case Pace, SetPace, Unpace:
+			c.paced(p, r)
 		case WriteOut, Flush, Reclaim:
 			c.acted(p, r)
 		case Watch:
@@ -548,5 +575,8 @@ func (c *Core) log(level slog.Level, msg string, args ...any) {
 	}
 	rec := slog.NewRecord(c.now, level, msg, 0)
 	rec.Add(args...)
+	if c.cfg.DryRun && level >= slog.LevelInfo {
+		rec.Add("dry_run", true)
+	}
 	c.logs = append(c.logs, rec)
 }

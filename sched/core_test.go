@@ -387,3 +387,113 @@ func TestStepsReuseRecentAncestorReadingsAndRefreshThemOffTheStep(t *testing.T) 
 		t.Errorf("a step 2 s on reads %v, want /p read by the step: its reading is stale", last.Read)
 	}
 }
+
+func TestTheStatusSaysWhatTheDaemonDoesNowAndSinceWhen(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root, "/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib})
+	state := func() (string, time.Duration) {
+		s, _ := w.statusOf("/a")
+		return s.State, s.Since.Sub(t0)
+	}
+	w.settle()
+	if s, since := state(); s != "idle" || since != 0 {
+		t.Errorf("under every threshold: %s since %v, want idle since the start", s, since)
+	}
+	w.now = w.now.Add(10 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Dirty = 9 * mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "active" || since != 10*ms {
+		t.Errorf("past dirty_background: %s since %v, want active since 10ms", s, since)
+	}
+	w.now = w.now.Add(10 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Dirty, s.Writeback = 0, 17*mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "frozen" || since != 20*ms {
+		t.Errorf("past the limit: %s since %v, want frozen since 20ms", s, since)
+	}
+	w.now = w.now.Add(5 * ms)
+	w.set("/a", func(s *memcg.Stat) { s.Writeback = 4 * mib })
+	w.c.Kick(w.now, "/a")
+	w.settle()
+	if s, since := state(); s != "throttled" || since != 25*ms {
+		t.Errorf("drained below freerun: %s since %v, want throttled (thawed, the episode open) since 25ms", s, since)
+	}
+}
+
+func TestPacingEpisodes(t *testing.T) {
+	paced := func(dirty, writeback uint64) memcg.Stat {
+		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
+			Counters: memcg.Counters{HasDirtied: true}}
+	}
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 10*mib))
+	w.settle()
+	if w.count(Pace, "/a") != 0 {
+		t.Fatal("paced below freerun")
+	}
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 14*mib) })
+	w.c.Kick(w.now, "/a") // the tracker's report
+	w.advance(10 * ms)
+	if w.count(Pace, "/a") != 1 || !w.paced["/a"].On() || w.frozen["/a"] {
+		t.Fatalf("at the setpoint: %d paces, pace %+v, frozen %v; want one pace in force and no freeze", w.count(Pace, "/a"), w.paced["/a"], w.frozen["/a"])
+	}
+	if s, _ := w.statusOf("/a"); s.State != "paced" || s.Counters.Paces != 1 {
+		t.Errorf("status %s, %d paces; want paced, one", s.State, s.Counters.Paces)
+	}
+	before := w.paced["/a"]
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 16*mib) })
+	w.advance(10 * ms)
+	if got := w.paced["/a"]; w.count(SetPace, "/a") == 0 || got.Share() >= before.Share() {
+		t.Errorf("at the limit: pace %+v after %+v, %d changes: want a smaller share", got, before, w.count(SetPace, "/a"))
+	}
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 17*mib) })
+	w.advance(5 * ms)
+	if !w.frozen["/a"] {
+		t.Error("past the backstop level: not frozen")
+	}
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 4*mib) })
+	w.advance(policy.PaceLinger + 100*ms)
+	if w.paced["/a"].On() || w.frozen["/a"] || w.count(Unpace, "/a") != 1 {
+		t.Errorf("below freerun for PaceLinger: pace %+v, frozen %v, %d unpaces; want released, thawed", w.paced["/a"], w.frozen["/a"], w.count(Unpace, "/a"))
+	}
+	// A new episode, then Stop releases it.
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 14*mib) })
+	w.c.Kick(w.now, "/a")
+	w.advance(10 * ms)
+	w.c.Stop(w.now)
+	w.settle()
+	if w.paced["/a"].On() || !w.c.Ready().Stopped {
+		t.Errorf("after Stop: pace %+v", w.paced["/a"])
+	}
+}
+
+func TestACgroupTheHostCannotPaceIsFrozenInstead(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 14 * mib})
+	w.paceErr["/a"] = errors.Join(errors.New("a v2 leaf with children"), errors.ErrUnsupported)
+	w.settle()
+	w.set("/a", func(s *memcg.Stat) { s.Writeback = 16 * mib })
+	w.c.Kick(w.now, "/a")
+	w.advance(10 * ms)
+	if w.count(Pace, "/a") != 1 || !w.frozen["/a"] {
+		t.Errorf("%d paces tried, frozen %v: want one, then the freezer at the limit", w.count(Pace, "/a"), w.frozen["/a"])
+	}
+}
+
+func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, DryRun: true}, "/", root,
+		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: 9 * mib, Writeback: 8 * mib})
+	w.advance(300 * ms)
+	for _, op := range w.ops {
+		if op.Kind.Changes() {
+			t.Errorf("a dry run handed out a %v op", op.Kind)
+		}
+	}
+	s, _ := w.statusOf("/a")
+	if !s.DryRun || s.Counters.WriteOuts == 0 || s.Counters.Pauses == 0 {
+		t.Errorf("status %+v: want a dry run's, counting the write-outs and freezes it would have made", s)
+	}
+	if w.frozen["/a"] {
+		t.Error("frozen by a dry run")
+	}
+}

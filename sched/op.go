@@ -27,6 +27,13 @@ const (
 	Thaw
 	Refreeze
 	End
+	// Pace begins a pacing episode of the cgroup's dirtying tasks
+	// (host.Pacer.Pace) at Pace; the result carries its host.Paced.
+	// SetPace changes the pace of the episode Paced holds, Unpace ends
+	// it.
+	Pace
+	SetPace
+	Unpace
 	// WriteOut, Flush and Reclaim are the policy's actions
 	// (host.Host.WriteOut, Flush, Reclaim of Bytes).
 	WriteOut
@@ -41,7 +48,7 @@ const (
 )
 
 var kindNames = [...]string{List: "list", Observe: "observe", Refresh: "refresh", Freeze: "freeze", Thaw: "thaw",
-	Refreeze: "refreeze", End: "end", WriteOut: "write out", Flush: "flush", Reclaim: "reclaim", Watch: "watch", Forget: "forget"}
+	Refreeze: "refreeze", End: "end", Pace: "pace", SetPace: "set pace", Unpace: "unpace", WriteOut: "write out", Flush: "flush", Reclaim: "reclaim", Watch: "watch", Forget: "forget"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -102,6 +109,11 @@ type Op struct {
 	// Episode is the throttle episode Thaw, Refreeze and End act on:
 	// what Freeze returned, opaque to the Core.
 	Episode host.Frozen
+	// Quota and Period are what Pace and SetPace set.
+	Quota, Period time.Duration
+	// Paced is the pacing episode SetPace and Unpace act on, and whose
+	// CPU time Observe reads: what Pace returned.
+	Paced host.Paced
 }
 
 // Result is how an op went, for Core.Advance.
@@ -127,8 +139,12 @@ type Result struct {
 	Dirtied    uint64
 	HasDirtied bool
 	DirtiedErr error
-	// Episode is what Freeze began.
+	// Episode is what Freeze began, Paced what Pace began.
 	Episode host.Frozen
+	Paced   host.Paced
+	// PacedCPU is the CPU time the paced tasks used, which Observe read
+	// from Op.Paced.
+	PacedCPU time.Duration
 	// WriteOut is what WriteOut did.
 	WriteOut host.WriteOut
 	// Reclaimed is the fall of usage Reclaim achieved.

@@ -163,6 +163,7 @@ func (c *Core) endEpisode(st *cgroup, why string) {
 
 // freezerOp queues a freezer op of st's, after the one in flight.
 func (c *Core) freezerOp(st *cgroup, k Kind) {
+	defer c.setState(st)
 	t := &st.thr
 	if t.busy {
 		t.queued = append(t.queued, k)
@@ -212,6 +213,7 @@ func (c *Core) throttled(p pendingOp, r Result) {
 		}
 		t.open, t.frozen = false, false
 		t.queued = nil // no episode to act on
+		c.setState(st)
 		switch {
 		case errors.Is(r.Err, errors.ErrUnsupported):
 			c.unavailable(st, r.Err.Error())

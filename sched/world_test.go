@@ -12,6 +12,7 @@ import (
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/policy"
 )
 
 const mib = 1 << 20
@@ -40,7 +41,24 @@ type world struct {
 	flush   func(cg host.Cgroup) error
 	watches map[host.Cgroup]host.Wake
 	scanned bool
+	// paced holds each cgroup's pace in force; paceErr what Pace
+	// returns; cpu the CPU time its paced tasks used.
+	paced   map[host.Cgroup]policy.Pacing
+	paceErr map[host.Cgroup]error
+	cpu     map[host.Cgroup]time.Duration
 }
+
+type pacedEpisode struct {
+	w  *world
+	cg host.Cgroup
+}
+
+func (e *pacedEpisode) Set(q, p time.Duration) error {
+	e.w.paced[e.cg] = policy.Pacing{Quota: q, Period: p}
+	return nil
+}
+func (e *pacedEpisode) CPU() (time.Duration, error) { return e.w.cpu[e.cg], nil }
+func (e *pacedEpisode) End() error                  { delete(e.w.paced, e.cg); return nil }
 
 type episode struct {
 	w  *world
@@ -58,7 +76,8 @@ var root = memcg.Stat{Limit: memcg.NoLimit}
 // Core on it with cfg (Policy defaults to config.Default()).
 func newWorld(t *testing.T, cfg Config, cgs ...any) *world {
 	w := &world{t: t, now: t0, stats: map[host.Cgroup]memcg.Stat{}, frozen: map[host.Cgroup]bool{},
-		freezeErr: map[host.Cgroup]error{}, hold: map[Kind]bool{}, watches: map[host.Cgroup]host.Wake{}}
+		freezeErr: map[host.Cgroup]error{}, hold: map[Kind]bool{}, watches: map[host.Cgroup]host.Wake{},
+		paced: map[host.Cgroup]policy.Pacing{}, paceErr: map[host.Cgroup]error{}, cpu: map[host.Cgroup]time.Duration{}}
 	for i := 0; i < len(cgs); i += 2 {
 		cg := host.Cgroup(cgs[i].(string))
 		w.stats[cg] = cgs[i+1].(memcg.Stat)
@@ -96,6 +115,9 @@ func (w *world) do(op Op) Result {
 			}
 			r.Stats = append(r.Stats, s)
 		}
+		if op.Paced != nil {
+			r.PacedCPU, _ = op.Paced.CPU()
+		}
 		if op.Dirtied {
 			r.Dirtied, r.HasDirtied = w.stats[op.Cgroup].Counters.DirtiedBytes, w.stats[op.Cgroup].Counters.HasDirtied
 		}
@@ -112,6 +134,17 @@ func (w *world) do(op Op) Result {
 		r.Err = op.Episode.Refreeze()
 	case End:
 		r.Err = op.Episode.End()
+	case Pace:
+		if err := w.paceErr[op.Cgroup]; err != nil {
+			r.Err = err
+			return r
+		}
+		w.paced[op.Cgroup] = policy.Pacing{Quota: op.Quota, Period: op.Period}
+		r.Paced = &pacedEpisode{w, op.Cgroup}
+	case SetPace:
+		r.Err = op.Paced.Set(op.Quota, op.Period)
+	case Unpace:
+		r.Err = op.Paced.End()
 	case WriteOut:
 		r.WriteOut = host.WriteOut{Files: 1, Bytes: w.stats[op.Cgroup].Dirty}
 	case Flush:

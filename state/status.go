@@ -25,9 +25,14 @@ type Counters struct {
 	// behaviour when writeback_first is off. FlushBytes is the cgroup's
 	// dirty bytes when each began (other cgroups' are not counted).
 	Flushes, FlushBytes uint64
-	// Pauses counts throttle pauses and Paused is their total time.
+	// Pauses counts the throttle's freezes and Paused is their total
+	// time: with pacing, the backstop's.
 	Pauses uint64
 	Paused time.Duration
+	// Paces counts pacing episodes of the cgroup's dirtying tasks and
+	// PacedTime their total time.
+	Paces     uint64
+	PacedTime time.Duration
 	// Errors counts actions that failed (other than a vanished cgroup).
 	Errors uint64
 	// FlushesRefused counts full flushes the host declined, which are
@@ -67,7 +72,36 @@ type Status struct {
 	// eBPF tracker wakes the daemon) or "poll" (the fallback's adaptive
 	// interval).
 	DirtyTracking string
+	// State is what the daemon is doing to the cgroup now (StateIdle,
+	// StateActive, StatePaced, StateThrottled, StateFrozen), "" before its first
+	// step or when it is not managed; Since is when that began.
+	State string
+	Since time.Time
+	// DryRun says the daemon runs dry (memcgd run --dry-run): the
+	// counters and the state are what it would have done.
+	DryRun bool
+	// DirtyRate is the rate at which the cgroup's tasks dirty pages while
+	// they run, and WriteBandwidth the rate at which its dirty pages are
+	// written, as the throttle estimates them, in bytes per second.
+	DirtyRate, WriteBandwidth uint64
 }
+
+// States of Status.State.
+const (
+	// StateIdle: under every threshold; the daemon waits for an event.
+	StateIdle = "idle"
+	// StateActive: over a threshold, writing out or reclaiming; looked
+	// at every active interval at most.
+	StateActive = "active"
+	// StateThrottled: a throttle episode is open and the cgroup runs,
+	// between freezes.
+	StateThrottled = "throttled"
+	// StatePaced: the cgroup's dirtying tasks run under a CPU bandwidth
+	// limit.
+	StatePaced = "paced"
+	// StateFrozen: the cgroup is frozen by the throttle.
+	StateFrozen = "frozen"
+)
 
 // Tracking paths of Status.DirtyTracking.
 const (

@@ -1,0 +1,149 @@
+package sched
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/policy"
+)
+
+// The paced throttle's hands (policy.Input.Pacer): the Core begins a
+// pacing episode of a cgroup's dirtying tasks when a decision first paces
+// them, changes the pace as the decisions do, and ends the episode when
+// a decision releases them, the cgroup goes, or the Core stops. As with
+// the freezer, the host's episode (host.Paced) is the driver's resource,
+// which the Core holds opaquely, and the ops of one cgroup's episode run
+// one at a time, in order.
+
+// pace is the pacing state of one cgroup.
+type pace struct {
+	// open says an episode is open: from a Pace handed out until its
+	// Unpace; episode is the host's, once the Pace returned it.
+	open    bool
+	episode host.Paced
+	// cur is the pace asked for last; the ops carry it when they are
+	// handed out, so that a queued change sets the latest pace.
+	cur policy.Pacing
+	// busy says an op of the episode is in flight; queued are the kinds
+	// waiting for it.
+	busy   bool
+	queued []Kind
+	// unavailable is why the host cannot pace the cgroup: the freezer
+	// alone throttles it then.
+	unavailable string
+	// began is when the episode began; cpu the CPU time its tasks used,
+	// as the last step read it.
+	began time.Time
+	cpu   time.Duration
+}
+
+// carryPace carries out d's pace for st.
+func (c *Core) carryPace(st *cgroup, d policy.Decision) {
+	p := &st.pace
+	switch {
+	case d.Pace == p.cur:
+		return
+	case !d.Pace.On():
+		c.endPace(st, "")
+		return
+	case !p.open:
+		p.open, p.began, p.cpu = true, c.now, 0
+		st.status.Counters.Paces++
+		p.cur = d.Pace
+		c.paceOp(st, Pace)
+	default:
+		p.cur = d.Pace
+		c.paceOp(st, SetPace)
+	}
+	c.setState(st)
+}
+
+// endPace ends st's open pacing episode, if any: its tasks released.
+func (c *Core) endPace(st *cgroup, why string) {
+	p := &st.pace
+	if !p.open {
+		return
+	}
+	p.open, p.cur = false, policy.Pacing{}
+	st.status.Counters.PacedTime += c.now.Sub(p.began)
+	c.paceOp(st, Unpace)
+	c.touch(st)
+	c.setState(st)
+	args := []any{"cgroup", st.cg, "duration", c.now.Sub(p.began).Round(time.Microsecond), "cpu", p.cpu.Round(time.Microsecond)}
+	if why != "" {
+		args = append(args, "reason", why)
+	}
+	c.log(slog.LevelInfo, "pacing ended", args...)
+}
+
+// paceOp queues an op of st's episode, after the one in flight.
+func (c *Core) paceOp(st *cgroup, k Kind) {
+	p := &st.pace
+	if p.busy {
+		p.queued = append(p.queued, k)
+		return
+	}
+	c.sendPace(st, k)
+}
+
+// sendPace hands out an op of st's episode with its latest pace; one that
+// has no episode (its Pace failed) is dropped.
+func (c *Core) sendPace(st *cgroup, k Kind) {
+	p := &st.pace
+	op := Op{Kind: k, Cgroup: st.cg, Quota: p.cur.Quota, Period: p.cur.Period}
+	if k != Pace {
+		if p.episode == nil {
+			return
+		}
+		op.Paced = p.episode
+		if k == Unpace {
+			p.episode = nil
+		}
+	}
+	p.busy = true
+	c.emitFirst(op, pendingOp{cg: st})
+}
+
+// paced takes a pacing op's result.
+func (c *Core) paced(pd pendingOp, r Result) {
+	st := pd.cg
+	p := &st.pace
+	p.busy = false
+	defer func() {
+		for !p.busy && len(p.queued) > 0 {
+			k := p.queued[0]
+			p.queued = p.queued[1:]
+			c.sendPace(st, k)
+		}
+	}()
+	defer c.touch(st)
+	switch {
+	case r.Err == nil:
+		if pd.op.Kind == Pace {
+			p.episode = r.Paced
+		}
+	case pd.op.Kind == Pace:
+		p.open, p.cur, p.queued = false, policy.Pacing{}, nil
+		c.setState(st)
+		switch {
+		case errors.Is(r.Err, errors.ErrUnsupported):
+			p.unavailable = r.Err.Error()
+			c.log(slog.LevelWarn, "pacing unavailable: the freezer throttles", "cgroup", st.cg, "reason", p.unavailable)
+		case isVanished(r.Err):
+		default:
+			st.status.Counters.Errors++
+			c.log(slog.LevelWarn, "pace", "cgroup", st.cg, "err", r.Err)
+		}
+	case isVanished(r.Err):
+	default:
+		st.status.Counters.Errors++
+		c.log(slog.LevelWarn, pd.op.Kind.String(), "cgroup", st.cg, "err", r.Err)
+		if pd.op.Kind == SetPace {
+			// The episode is in an unknown state: end it; the next
+			// step paces the cgroup afresh.
+			c.endPace(st, "set pace failed")
+		}
+	}
+}

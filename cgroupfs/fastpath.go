@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -25,7 +26,7 @@ import (
 type fastPath struct {
 	tr     *dirtytrack.Tracker // nil: the fallback
 	reason string              // why the fallback
-	mem    Hierarchy
+	mem    layout.Hierarchy
 	under  host.Cgroup
 	log    *slog.Logger
 
@@ -49,7 +50,7 @@ type fastPath struct {
 	listed map[host.Cgroup]time.Time
 }
 
-func newFastPath(tr *dirtytrack.Tracker, reason string, mem Hierarchy, under host.Cgroup, log *slog.Logger) *fastPath {
+func newFastPath(tr *dirtytrack.Tracker, reason string, mem layout.Hierarchy, under host.Cgroup, log *slog.Logger) *fastPath {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -90,7 +91,7 @@ func (f *fastPath) id(cg host.Cgroup) (uint64, error) {
 	}
 	id, err := dirtytrack.CgroupID(dir)
 	if err != nil {
-		if _, ok := existingDir(dir); !ok {
+		if _, ok := layout.ExistingDir(dir); !ok {
 			return 0, fmt.Errorf("%w: %w", host.ErrVanished, err)
 		}
 		return 0, err
@@ -263,7 +264,7 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)
-		if !beneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
+		if !layout.BeneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
 			return
 		}
 		removed := ev.Kind == dirtytrack.Rmdir

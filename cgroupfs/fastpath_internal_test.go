@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -14,7 +15,7 @@ import (
 // managed subtree reach the notifier, others do not; an rmdir forgets the
 // cgroup's id.
 func TestFastPathHandle(t *testing.T) {
-	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	mem := layout.Hierarchy{Version: layout.V2, Mount: "/sys/fs/cgroup", Root: "/"}
 	tests := []struct {
 		name     string
 		ev       dirtytrack.Event
@@ -98,7 +99,7 @@ func TestFastPathListDue(t *testing.T) {
 		{"a clock gone back lists", []call{{cg: "/a", at: time.Second, want: true}, {cg: "/a", at: 0, want: true}}},
 		{"a removed cgroup starts afresh", []call{{cg: "/a", want: true}, {cg: "/a", forget: true}, {cg: "/a", at: time.Millisecond, want: true}}},
 	}
-	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	mem := layout.Hierarchy{Version: layout.V2, Mount: "/sys/fs/cgroup", Root: "/"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFastPath(nil, "", mem, "/", nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func loadTracker(t *testing.T) *dirtytrack.Tracker {
 }
 
 // trackedFS returns an FS of l with the tracker tr (nil: the fallback).
-func trackedFS(t *testing.T, l cgroupfs.Layout, under host.Cgroup, j *cgroupfs.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
+func trackedFS(t *testing.T, l layout.Layout, under host.Cgroup, j *cgroupfs.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
 	t.Helper()
 	fs, err := cgroupfs.NewFSOptions(l, "/proc", under, j, cgroupfs.FSOptions{Tracker: tr})
 	if err != nil {
@@ -100,7 +101,7 @@ type dirtier struct {
 func startDirtier(t *testing.T, c *cgrouptest.Cgroup) *dirtier {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFastPathHelperDirtier$")
-	cmd.Env = append(os.Environ(), envDirtierFile+"="+filepath.Join(diskDir(t), "data"), envDirtierJoin+"="+c.Dir)
+	cmd.Env = append(os.Environ(), envDirtierFile+"="+filepath.Join(cgrouptest.DiskDir(t), "data"), envDirtierJoin+"="+c.Dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -230,15 +231,15 @@ func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
 func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	tr := loadTracker(t)
-	size := dirtySize(t)
-	dir := diskDir(t)
+	size := cgrouptest.DirtySize(t)
+	dir := cgrouptest.DiskDir(t)
 	target, sibling := cgrouptest.New(t, l, 0), cgrouptest.New(t, l, 0)
 	// Earlier tests' dirty pages may hold the host near its background
 	// threshold, past which the flushers would write ours back first.
 	unix.Sync()
 	cgrouptest.DirtyFile(t, target, filepath.Join(dir, "target"), size)
 	cgrouptest.DirtyFile(t, sibling, filepath.Join(dir, "sibling"), size)
-	targetBefore, siblingBefore := dirty(t, l, target), dirty(t, l, sibling)
+	targetBefore, siblingBefore := target.Dirty(t), sibling.Dirty(t)
 	for _, d := range []uint64{targetBefore, siblingBefore} {
 		if d < uint64(size/2) {
 			t.Fatalf("precondition: a cgroup holds %d MiB dirty, want about %d MiB (did the flusher run?)", d/mib, size/mib)
@@ -266,14 +267,14 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	}
 	var targetAfter uint64
 	for {
-		targetAfter = dirty(t, l, target)
+		targetAfter = target.Dirty(t)
 		if targetAfter <= targetBefore/10 || time.Since(start) > time.Second {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
-	siblingAfter := dirty(t, l, sibling)
+	siblingAfter := sibling.Dirty(t)
 	retained := 100 * float64(siblingAfter) / float64(siblingBefore)
 	t.Logf("closed-file write-out: target dirty %.1f -> %.1f MiB in %v (call %v), sibling %.1f -> %.1f MiB (%.0f%% kept)",
 		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), call.Round(time.Microsecond),
@@ -297,14 +298,14 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	tr := loadTracker(t)
-	size := dirtySize(t)
+	size := cgrouptest.DirtySize(t)
 	parent := cgrouptest.New(t, l, 0)
 	child := parent.Child(t, "c")
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	old, recent := filepath.Join(dir, "old"), filepath.Join(dir, "recent")
 	unix.Sync()
 	cgrouptest.DirtyFile(t, child, old, size)
-	before := dirty(t, l, child)
+	before := child.Dirty(t)
 	if before < uint64(size/2) {
 		t.Fatalf("precondition: the child holds %d MiB dirty, want about %d MiB (did the flusher run?)", before/mib, size/mib)
 	}
@@ -334,7 +335,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	if w.Files != 1 {
 		t.Errorf("WriteOut within ListEvery of the first = %+v, want 1 file: the recent one, not the old one held open", w)
 	}
-	if d := dirty(t, l, child); d < before/2 {
+	if d := child.Dirty(t); d < before/2 {
 		t.Errorf("child dirty %d MiB after a WriteOut within ListEvery, want most of the old file's %d MiB left", d/mib, before/mib)
 	}
 
@@ -347,10 +348,10 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 		t.Errorf("WriteOut after ListEvery = %+v, want the old file: the listing finds it open", w)
 	}
 	deadline := time.Now().Add(time.Second)
-	for dirty(t, l, child) > before/10 && time.Now().Before(deadline) {
+	for child.Dirty(t) > before/10 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if d := dirty(t, l, child); d > before/10 {
+	if d := child.Dirty(t); d > before/10 {
 		t.Errorf("child dirty %d MiB 1 s after the listing write-out, want at most 10%% of %d MiB", d/mib, before/mib)
 	}
 }
@@ -455,7 +456,7 @@ func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
 // subtree it heads: from the tracker's cgroup tracepoints with tracker
 // (it must load with them), else from inotify. cancel ends the reports;
 // the test's cleanup does too.
-func startCgroupEvents(t *testing.T, l cgroupfs.Layout, tracker bool) (p *cgrouptest.Cgroup, events <-chan host.CgroupEvent, cancel context.CancelFunc) {
+func startCgroupEvents(t *testing.T, l layout.Layout, tracker bool) (p *cgrouptest.Cgroup, events <-chan host.CgroupEvent, cancel context.CancelFunc) {
 	t.Helper()
 	var tr *dirtytrack.Tracker
 	if tracker {

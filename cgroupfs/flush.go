@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -136,7 +137,7 @@ func (fl *Flusher) Wait(ctx context.Context) error {
 // never waits for the disk. The flush itself is syncfs(2), which returns
 // once the filesystem's dirty data and metadata are on disk (fs/sync.c
 // sync_filesystem).
-func (fl *Flusher) Flush(ctx context.Context, procRoot string, l Layout, cg host.Cgroup) (FlushResult, error) {
+func (fl *Flusher) Flush(ctx context.Context, procRoot string, l layout.Layout, cg host.Cgroup) (FlushResult, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return FlushNothing, fmt.Errorf("flush %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)

@@ -26,7 +26,7 @@ import (
 // throttled disk). It writes nothing itself.
 func settleDirty(t *testing.T, size int64) {
 	t.Helper()
-	limit := backgroundThreshold(t) / 2
+	limit := cgrouptest.BackgroundThreshold(t) / 2
 	deadline := time.Now().Add(time.Minute)
 	for {
 		d := machineDirty(t, "Dirty:") + machineDirty(t, "Writeback:")
@@ -66,13 +66,13 @@ func machineDirty(t *testing.T, key string) uint64 {
 // only starts it; the pages are on disk once it finishes.
 func TestFlushWritesEveryCgroupsDirtyPages(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	size := min(dirtySize(t), 8*mib) // see TestFlushWithoutOpenFilesDoesNotSyncTheMachine
-	dir := diskDir(t)
+	size := min(cgrouptest.DirtySize(t), 8*mib) // see TestFlushWithoutOpenFilesDoesNotSyncTheMachine
+	dir := cgrouptest.DiskDir(t)
 	settleDirty(t, size)
 	target := cgrouptest.New(t, l, 0)
 	cgrouptest.StartWriter(t, target, filepath.Join(dir, "target"), size)
 	sibling := writers(t, l, 1, size)[0]
-	targetBefore, siblingBefore := dirty(t, l, target), dirty(t, l, sibling)
+	targetBefore, siblingBefore := target.Dirty(t), sibling.Dirty(t)
 	if targetBefore < uint64(size/2) || siblingBefore < uint64(size/2) {
 		t.Fatalf("precondition: dirty %d and %d MiB, want about %d MiB each", targetBefore/mib, siblingBefore/mib, size/mib)
 	}
@@ -89,7 +89,7 @@ func TestFlushWritesEveryCgroupsDirtyPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	targetAfter, siblingAfter := dirty(t, l, target), dirty(t, l, sibling)
+	targetAfter, siblingAfter := target.Dirty(t), sibling.Dirty(t)
 	t.Logf("flush: call %v, done in %v; target dirty %.1f -> %.1f MiB, sibling dirty %.1f -> %.1f MiB",
 		call.Round(time.Microsecond), took.Round(time.Millisecond), float64(targetBefore)/mib, float64(targetAfter)/mib,
 		float64(siblingBefore)/mib, float64(siblingAfter)/mib)
@@ -109,20 +109,20 @@ func TestFlushWithoutOpenFilesDoesNotSyncTheMachine(t *testing.T) {
 	// small share of the background threshold
 	// (mm/page-writeback.c wb_over_bg_thresh), past which the flusher
 	// starts on the target's pages before the test can look at them.
-	size := min(dirtySize(t), 8*mib)
-	dir := diskDir(t)
+	size := min(cgrouptest.DirtySize(t), 8*mib)
+	dir := cgrouptest.DiskDir(t)
 	settleDirty(t, size)
 	target := cgrouptest.New(t, l, 0)
 	cgrouptest.DirtyFile(t, target, filepath.Join(dir, "target"), size)
 	bystander := writers(t, l, 1, size)[0]
-	targetBefore, bystanderBefore := dirty(t, l, target), dirty(t, l, bystander)
+	targetBefore, bystanderBefore := target.Dirty(t), bystander.Dirty(t)
 	if targetBefore < uint64(size/2) || bystanderBefore < uint64(size/2) {
 		t.Fatalf("precondition: dirty %d and %d MiB, want about %d MiB each", targetBefore/mib, bystanderBefore/mib, size/mib)
 	}
 	fs := cgroupfs.NewFS(l, "/proc", "/", nil)
 	err := fs.Flush(context.Background(), target.Path)
 	time.Sleep(100 * time.Millisecond) // a flush started anyway would show by now
-	targetAfter, bystanderAfter := dirty(t, l, target), dirty(t, l, bystander)
+	targetAfter, bystanderAfter := target.Dirty(t), bystander.Dirty(t)
 	t.Logf("Flush of a cgroup without open files: %v; target dirty %.1f -> %.1f MiB, bystander %.1f -> %.1f MiB",
 		err, float64(targetBefore)/mib, float64(targetAfter)/mib, float64(bystanderBefore)/mib, float64(bystanderAfter)/mib)
 	if !errors.Is(err, host.ErrNothingToFlush) {

@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -86,15 +87,15 @@ const sweepRounds = 3
 // process is never moved. A task that exits meanwhile is skipped.
 //
 // procRoot is where /proc/PID/cgroup is read.
-func EnsureFreezer(l Layout, procRoot string, cg host.Cgroup) (FreezerMirror, error) {
+func EnsureFreezer(l layout.Layout, procRoot string, cg host.Cgroup) (FreezerMirror, error) {
 	var m FreezerMirror
-	if err := checkCgroupPath(cg); err != nil {
+	if err := layout.CheckPath(cg); err != nil {
 		return m, fmt.Errorf("ensure freezer: %w", err)
 	}
 	unavailable := func(format string, args ...any) error {
 		return &ThrottleUnavailable{Cgroup: cg, Reason: fmt.Sprintf(format, args...)}
 	}
-	if l.Memory.Version != V1 {
+	if l.Memory.Version != layout.V1 {
 		return m, fmt.Errorf("ensure freezer %s: the memory hierarchy is %s; only a v1 memory cgroup needs a v1 freezer", cg, l.Memory.Version)
 	}
 	if l.Freezer == nil {
@@ -123,7 +124,7 @@ func EnsureFreezer(l Layout, procRoot string, cg host.Cgroup) (FreezerMirror, er
 			if err != nil {
 				return m, fmt.Errorf("ensure freezer %s: %w", cg, err)
 			}
-			err = writeControl(filepath.Join(l.Freezer.Dir(mv.to), "cgroup.procs"), strconv.Itoa(mv.pid))
+			err = ctlfile.Write(filepath.Join(l.Freezer.Dir(mv.to), "cgroup.procs"), strconv.Itoa(mv.pid))
 			if errors.Is(err, unix.ESRCH) {
 				continue // exited meanwhile
 			}
@@ -146,7 +147,7 @@ type freezerMove struct {
 // *ThrottleUnavailable when one of them sits in a foreign freezer cgroup.
 // Only the tasks in the memory subtree and not in the freezer subtree are
 // looked at one by one.
-func freezerMoves(l Layout, procRoot string, cg host.Cgroup, memDir string, self int) ([]freezerMove, error) {
+func freezerMoves(l layout.Layout, procRoot string, cg host.Cgroup, memDir string, self int) ([]freezerMove, error) {
 	mem, err := subtreeProcs(memDir)
 	if err != nil {
 		return nil, fmt.Errorf("ensure freezer %s: %w", cg, err)
@@ -201,20 +202,14 @@ const (
 // cgroup is freezer, found in cg's memory subtree.
 func placeTask(cg, memory, freezer host.Cgroup) taskPlacement {
 	switch {
-	case !beneathOrAt(cg, memory):
+	case !layout.BeneathOrAt(cg, memory):
 		return taskStays // moved out of cg since it was listed
-	case beneathOrAt(cg, freezer):
+	case layout.BeneathOrAt(cg, freezer):
 		return taskStays // freezing cg stops it already
-	case beneathOrAt(freezer, cg):
+	case layout.BeneathOrAt(freezer, cg):
 		return taskMove // an ancestor: moving down keeps whatever freezes the ancestor in force
 	}
 	return taskForeign
-}
-
-// beneathOrAt reports whether cg is top or one of its descendants.
-func beneathOrAt(top, cg host.Cgroup) bool {
-	_, ok := within(string(top), string(cg))
-	return ok
 }
 
 // taskCgroups reads a task's memory and freezer cgroups from
@@ -243,24 +238,13 @@ func taskCgroups(procRoot string, pid int) (memory, freezer host.Cgroup, err err
 	return memory, freezer, nil
 }
 
-// checkCgroupPath refuses a cgroup path that is not absolute and clean:
-// one with "..", "." or empty elements, which could name a directory
-// outside the hierarchy or another cgroup than it seems to.
-func checkCgroupPath(cg host.Cgroup) error {
-	s := string(cg)
-	if !path.IsAbs(s) || path.Clean(s) != s || strings.Contains(s, "\n") {
-		return fmt.Errorf("cgroup path %q: want an absolute, clean path such as /a/b", s)
-	}
-	return nil
-}
-
 // mkdirFreezer creates the freezer cgroup at cg and its missing parents,
 // walking down from the mount with openat(2) and O_NOFOLLOW, so that no
 // symbolic link, wherever it was planted, takes the walk outside the
 // hierarchy; the mount itself must be cgroupfs. It returns the directories
 // it created, outermost first.
-func mkdirFreezer(h Hierarchy, cg host.Cgroup) ([]string, error) {
-	rel, ok := within(h.Root, string(cg))
+func mkdirFreezer(h layout.Hierarchy, cg host.Cgroup) ([]string, error) {
+	rel, ok := layout.Within(h.Root, string(cg))
 	if !ok {
 		return nil, fmt.Errorf("mkdir freezer %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
 	}

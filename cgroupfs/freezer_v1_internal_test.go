@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -39,13 +40,13 @@ func TestPlaceTask(t *testing.T) {
 // EnsureFreezer names what is missing, as a *ThrottleUnavailable, and
 // refuses paths that are not clean, before touching anything.
 func TestEnsureFreezerRefuses(t *testing.T) {
-	v1 := Layout{Memory: Hierarchy{Version: V1, Mount: "/nonexistent/memory", Root: "/"}}
+	v1 := layout.Layout{Memory: layout.Hierarchy{Version: layout.V1, Mount: "/nonexistent/memory", Root: "/"}}
 	withFreezer := v1
-	withFreezer.Freezer = &Hierarchy{Version: V1, Mount: "/nonexistent/freezer", Root: "/kubepods"}
-	v2 := Layout{Memory: Hierarchy{Version: V2, Mount: "/nonexistent/unified", Root: "/"}}
+	withFreezer.Freezer = &layout.Hierarchy{Version: layout.V1, Mount: "/nonexistent/freezer", Root: "/kubepods"}
+	v2 := layout.Layout{Memory: layout.Hierarchy{Version: layout.V2, Mount: "/nonexistent/unified", Root: "/"}}
 	tests := []struct {
 		name        string
-		l           Layout
+		l           layout.Layout
 		cg          host.Cgroup
 		unavailable bool // a *ThrottleUnavailable; otherwise another error
 	}{

@@ -16,6 +16,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -96,7 +97,7 @@ func startWriter(t *testing.T, memDir, freezer string) *exec.Cmd {
 
 // memoryOnly creates the cgroup cg in the memory hierarchy only, as systemd
 // or YARN do on a legacy host, and removes it at cleanup.
-func memoryOnly(t *testing.T, l cgroupfs.Layout, cg host.Cgroup) *sandbox.Cgroup {
+func memoryOnly(t *testing.T, l layout.Layout, cg host.Cgroup) *sandbox.Cgroup {
 	t.Helper()
 	c, err := sandbox.Create(l, cg, sandbox.Options{Mirror: false})
 	if c != nil {
@@ -137,10 +138,10 @@ func freezerOfTask(t *testing.T, pid int) host.Cgroup {
 // the test process's own, mirrored in the freezer hierarchy by
 // cgrouptest, so that the freezer directories between the root and it are
 // created and removed under sandbox's protocol.
-func v1Freezer(t *testing.T) (cgroupfs.Layout, *cgrouptest.Cgroup) {
+func v1Freezer(t *testing.T) (layout.Layout, *cgrouptest.Cgroup) {
 	t.Helper()
 	l := cgrouptest.Layout(t)
-	if l.Memory.Version != cgroupfs.V1 {
+	if l.Memory.Version != layout.V1 {
 		t.Skipf("memory is on %s, whose cgroup.freeze every cgroup has: no v1 freezer to create", l.Memory.Version)
 	}
 	if l.Freezer == nil {
@@ -157,7 +158,7 @@ func v1Freezer(t *testing.T) (cgroupfs.Layout, *cgrouptest.Cgroup) {
 }
 
 // dirtied reads what cg's tasks have dirtied.
-func dirtied(t *testing.T, l cgroupfs.Layout, cg host.Cgroup) uint64 {
+func dirtied(t *testing.T, l layout.Layout, cg host.Cgroup) uint64 {
 	t.Helper()
 	n, err := cgroupfs.Dirtied(context.Background(), "/proc", l, cg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -18,7 +19,7 @@ import (
 // the actuators of this package. Stateful actions go through its journal.
 // FS is safe for concurrent use.
 type FS struct {
-	layout   Layout
+	layout   layout.Layout
 	procRoot string
 	under    host.Cgroup
 	journal  *Journal
@@ -52,7 +53,7 @@ var (
 // NewFS returns the host for the cgroups beneath under in layout l, with
 // the default FSOptions. journal may be nil only for a read-only FS
 // (memcgd stat): then the stateful actions fail.
-func NewFS(l Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
+func NewFS(l layout.Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
 	fs, err := NewFSOptions(l, procRoot, under, journal, FSOptions{})
 	if err != nil {
 		panic(err) // the defaults are valid
@@ -89,7 +90,7 @@ type FSOptions struct {
 const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
-func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
+func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
 	bio, err := NewBoundedIO(opts.IO)
 	if err != nil {
 		return nil, err
@@ -146,12 +147,12 @@ func (fs *FS) Close() {
 }
 
 // Layout is the hierarchies FS works in.
-func (fs *FS) Layout() Layout { return fs.layout }
+func (fs *FS) Layout() layout.Layout { return fs.layout }
 
 // Cgroups lists the memory cgroups beneath (and including) the managed
 // subtree, parents first.
 func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
-	return Walk(fs.layout.Memory, fs.under)
+	return layout.Walk(fs.layout.Memory, fs.under)
 }
 
 // Observe reads cg's state. The hierarchy root has no limit; FS reports
@@ -178,7 +179,7 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 
 // Reclaim reclaims up to n bytes from cg; see the package function.
 func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
-	if fs.journal == nil && fs.layout.Memory.Version == V1 {
+	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
 	return Reclaim(ctx, fs.layout, cg, n, fs.journal)

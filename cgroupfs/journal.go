@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/memcgd/memcgd/atomicfile"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -139,8 +141,8 @@ const compactLines = 1024
 // flock(2) on the journal's directory (the file itself is replaced when
 // compacted), so that a second memcgd cannot undo the first one's changes
 // while they are in force.
-func OpenJournal(path string, l Layout) (*Journal, error) {
-	boot, err := readBootID()
+func OpenJournal(path string, l layout.Layout) (*Journal, error) {
+	boot, err := ctlfile.BootID()
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
@@ -173,9 +175,9 @@ func OpenJournal(path string, l Layout) (*Journal, error) {
 }
 
 // layoutMounts lists the mount points of l's hierarchies.
-func layoutMounts(l Layout) []string {
+func layoutMounts(l layout.Layout) []string {
 	m := []string{l.Memory.Mount}
-	for _, h := range []*Hierarchy{l.Unified, l.Freezer} {
+	for _, h := range []*layout.Hierarchy{l.Unified, l.Freezer} {
 		if h != nil && !slices.Contains(m, h.Mount) {
 			m = append(m, h.Mount)
 		}
@@ -376,7 +378,7 @@ func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
 	if c.Boot != j.boot {
 		return false, fmt.Sprintf("made in an earlier boot (%s)", c.Boot), nil
 	}
-	ino, err := controlIno(c.Path)
+	ino, err := ctlfile.FileIno(c.Path)
 	if errors.Is(err, host.ErrVanished) {
 		return false, "cgroup gone", nil
 	}
@@ -386,7 +388,7 @@ func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
 	if ino != c.Cgroup {
 		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
 	}
-	cur, err := readControl(c.Path)
+	cur, err := ctlfile.Read(c.Path)
 	if errors.Is(err, host.ErrVanished) {
 		return false, "cgroup gone", nil
 	}
@@ -403,7 +405,7 @@ func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
 		}
 		return false, fmt.Sprintf("changed since by another writer to %q", cur), nil
 	}
-	if err := writeControl(c.Path, c.Original); err != nil {
+	if err := ctlfile.Write(c.Path, c.Original); err != nil {
 		return false, "", err
 	}
 	return true, "", nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 )
@@ -49,7 +50,7 @@ type applied struct {
 // the change in force; undo puts the original back. If the write fails,
 // the change is undone before apply returns the error.
 func (j *Journal) apply(ctx context.Context, p, value, lowest string, accept func(original string) error) (*applied, error) {
-	original, err := readControl(p)
+	original, err := ctlfile.Read(p)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (j *Journal) apply(ctx context.Context, p, value, lowest string, accept fun
 			return nil, err
 		}
 	}
-	ino, err := controlIno(p)
+	ino, err := ctlfile.FileIno(p)
 	if err != nil {
 		return nil, err
 	}
@@ -78,14 +79,14 @@ func (a *applied) set(ctx context.Context, v string) error {
 	if a.ended {
 		return fmt.Errorf("write %q to %s: %w", v, a.path, errEnded)
 	}
-	cur, err := readControl(a.path)
+	cur, err := ctlfile.Read(a.path)
 	if err != nil {
 		return err
 	}
 	if !sameValue(a.path, cur, a.last) {
 		return fmt.Errorf("%s holds %q, not %q as memcgd left it: %w", a.path, cur, a.last, ErrChangedByOther)
 	}
-	if err := writeControlCtx(ctx, a.path, v); err != nil {
+	if err := ctlfile.WriteCtx(ctx, a.path, v); err != nil {
 		return err // the kernel refused the value: the file holds a.last still
 	}
 	a.last = v
@@ -103,7 +104,7 @@ func (a *applied) undo() error {
 		return nil
 	}
 	var other error
-	cur, err := readControl(a.path)
+	cur, err := ctlfile.Read(a.path)
 	switch {
 	case errors.Is(err, host.ErrVanished):
 	case err != nil:
@@ -111,7 +112,7 @@ func (a *applied) undo() error {
 	case !sameValue(a.path, cur, a.last):
 		other = fmt.Errorf("%s holds %q, not %q as memcgd left it; leaving it: %w", a.path, cur, a.last, ErrChangedByOther)
 	case !sameValue(a.path, a.last, a.original):
-		if err := writeControl(a.path, a.original); err != nil && !errors.Is(err, host.ErrVanished) {
+		if err := ctlfile.Write(a.path, a.original); err != nil && !errors.Is(err, host.ErrVanished) {
 			return fmt.Errorf("undo: %w", err)
 		}
 	}
@@ -132,7 +133,7 @@ func sameValue(p, a, b string) bool {
 		if errX != nil || errY != nil {
 			return a == b
 		}
-		return x/pageSize == y/pageSize
+		return x/ctlfile.PageSize == y/ctlfile.PageSize
 	case fileFreezerV1:
 		return frozenV1(a) == frozenV1(b)
 	}
@@ -165,7 +166,7 @@ func heldByUs(c Change, cur string) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("journalled original %q of %s: %w", c.Original, c.Path, err)
 		}
-		return now/pageSize >= lowest/pageSize && now/pageSize < orig/pageSize, nil
+		return now/ctlfile.PageSize >= lowest/ctlfile.PageSize && now/ctlfile.PageSize < orig/ctlfile.PageSize, nil
 	}
 	return sameValue(c.Path, cur, c.Wrote), nil
 }

@@ -12,12 +12,14 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // hardLimitFile is the hard limit a squeeze lowers: v1's
 // memory.limit_in_bytes, v2's memory.max.
-func hardLimitFile(l cgroupfs.Layout) string {
-	if l.Memory.Version == cgroupfs.V1 {
+func hardLimitFile(l layout.Layout) string {
+	if l.Memory.Version == layout.V1 {
 		return cgroupfs.FileLimitV1
 	}
 	return "memory.max"
@@ -137,7 +139,7 @@ func TestJournalRecoverUndoesOnlyItsOwnChange(t *testing.T) {
 // write writes v to the control file p.
 func write(t *testing.T, p string, v uint64) {
 	t.Helper()
-	if err := cgroupfs.WriteControl(p, strconv.FormatUint(v, 10)); err != nil {
+	if err := ctlfile.Write(p, strconv.FormatUint(v, 10)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,13 +9,15 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // limitFile is the hard-limit file the squeeze lowers: v1's
 // memory.limit_in_bytes, or v2's memory.high, which memcgd would lower
 // there if it ever did.
-func limitFile(l cgroupfs.Layout) string {
-	if l.Memory.Version == cgroupfs.V1 {
+func limitFile(l layout.Layout) string {
+	if l.Memory.Version == layout.V1 {
 		return cgroupfs.FileLimitV1
 	}
 	return cgroupfs.FileHigh
@@ -34,7 +36,7 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 	}{
 		{"lowered limit", func(t *testing.T, c *cgrouptest.Cgroup) (string, string, string, bool) {
 			file := filepath.Join(c.Dir, limitFile(l))
-			original, err := cgroupfs.ReadControl(file)
+			original, err := ctlfile.Read(file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,14 +65,14 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ino, err := cgroupfs.ControlIno(file)
+			ino, err := ctlfile.FileIno(file)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := j.Record(cgroupfs.Change{Path: file, Original: original, Wrote: changed, Cgroup: ino}); err != nil {
 				t.Fatal(err)
 			}
-			if err := cgroupfs.WriteControl(file, changed); err != nil {
+			if err := ctlfile.Write(file, changed); err != nil {
 				t.Fatal(err)
 			}
 			j.Close() // the crash: no undo, no Done
@@ -87,7 +89,7 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			if len(undone) != 1 || undone[0].Path != file {
 				t.Errorf("Recover undid %v, want the change to %s", undone, file)
 			}
-			if got, err := cgroupfs.ReadControl(file); err != nil || got != original {
+			if got, err := ctlfile.Read(file); err != nil || got != original {
 				t.Errorf("%s after Recover = %q (%v), want the original %q", file, got, err, original)
 			}
 			if p := j.Pending(); len(p) != 0 {
@@ -107,7 +109,7 @@ func TestJournalRecoverSkipsAVanishedCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ino, err := cgroupfs.ControlIno(file)
+	ino, err := ctlfile.FileIno(file)
 	if err != nil {
 		t.Fatal(err)
 	}

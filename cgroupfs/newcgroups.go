@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -39,7 +41,7 @@ import (
 // two. docs/newcgroups.md has the cost, measured with 10,000 cgroups. A
 // NewCgroups is safe for concurrent use.
 type NewCgroups struct {
-	h     Hierarchy
+	h     layout.Hierarchy
 	under host.Cgroup
 	opts  NewCgroupsOptions
 
@@ -114,8 +116,8 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_DELETE_SELF | unix.I
 
 // WatchNewCgroups watches under and every cgroup beneath it in h. The
 // cgroups that exist already are not reported.
-func WatchNewCgroups(h Hierarchy, under host.Cgroup, o NewCgroupsOptions) (*NewCgroups, error) {
-	if err := checkCgroupPath(under); err != nil {
+func WatchNewCgroups(h layout.Hierarchy, under host.Cgroup, o NewCgroupsOptions) (*NewCgroups, error) {
+	if err := layout.CheckPath(under); err != nil {
 		return nil, fmt.Errorf("watch new cgroups: %w", err)
 	}
 	if o.MaxWatches < 0 || o.Queue < 0 {
@@ -155,7 +157,7 @@ func WatchNewCgroups(h Hierarchy, under host.Cgroup, o NewCgroupsOptions) (*NewC
 		// Ask again for the reason addTree skipped it.
 		_, err := w.addWatch(h.Dir(under))
 		w.file.Close()
-		if err == nil || isVanished(err) {
+		if err == nil || ctlfile.IsVanished(err) {
 			err = host.ErrVanished
 		}
 		return nil, fmt.Errorf("watch new cgroups %s: %w", under, err)
@@ -310,7 +312,7 @@ func (w *NewCgroups) addTree(top host.Cgroup, report bool) {
 		}
 		dir := w.h.Dir(cg)
 		wd, err := w.addWatch(dir)
-		if isVanished(err) || errors.Is(err, unix.ENOTDIR) {
+		if ctlfile.IsVanished(err) || errors.Is(err, unix.ENOTDIR) {
 			continue
 		}
 		if err != nil {
@@ -385,7 +387,7 @@ func (w *NewCgroups) limit(why string, at host.Cgroup) {
 // a rename, adding the missing watches, and owes the receiver a Rescan.
 func (w *NewCgroups) resync() {
 	w.rescan = true
-	cgs, err := Walk(w.h, w.under)
+	cgs, err := layout.Walk(w.h, w.under)
 	if err != nil {
 		return // the subtree itself is gone; its IN_DELETE_SELF follows
 	}
@@ -398,7 +400,7 @@ func (w *NewCgroups) resync() {
 		}
 		wd, err := w.addWatch(w.h.Dir(cg))
 		if err != nil {
-			if !isVanished(err) {
+			if !ctlfile.IsVanished(err) {
 				w.limit(err.Error(), cg)
 			}
 			continue

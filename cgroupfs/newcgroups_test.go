@@ -17,6 +17,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -77,7 +79,7 @@ func await(t *testing.T, in <-chan received, n int, timeout time.Duration) []rec
 
 // mkdirs creates the cgroups in order, the parents first, and returns when
 // each mkdir returned; at cleanup it removes them, the children first.
-func mkdirs(t *testing.T, l cgroupfs.Layout, cgs []host.Cgroup) map[host.Cgroup]time.Time {
+func mkdirs(t *testing.T, l layout.Layout, cgs []host.Cgroup) map[host.Cgroup]time.Time {
 	t.Helper()
 	t.Cleanup(func() {
 		for i := len(cgs) - 1; i >= 0; i-- {
@@ -269,15 +271,15 @@ func TestNewCgroupsAsksForARescanWhenTheReceiverFallsBehind(t *testing.T) {
 // cgroup (v1 memory.kmem.usage_in_bytes, v2 memory.stat kernel), where the
 // kernel charges an inotify group's watches (fs/notify/inotify/
 // inotify_user.c inotify_new_watch, GFP_KERNEL_ACCOUNT).
-func kmem(b *testing.B, l cgroupfs.Layout) uint64 {
+func kmem(b *testing.B, l layout.Layout) uint64 {
 	b.Helper()
-	self, err := cgroupfs.Self("/proc", l)
+	self, err := layout.Self("/proc", l)
 	if err != nil {
 		b.Fatal(err)
 	}
 	dir := l.Memory.Dir(self)
-	if l.Memory.Version == cgroupfs.V1 {
-		s, err := cgroupfs.ReadControl(dir + "/memory.kmem.usage_in_bytes")
+	if l.Memory.Version == layout.V1 {
+		s, err := ctlfile.Read(dir + "/memory.kmem.usage_in_bytes")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -287,7 +289,7 @@ func kmem(b *testing.B, l cgroupfs.Layout) uint64 {
 		}
 		return n
 	}
-	s, err := cgroupfs.ReadControl(dir + "/memory.stat")
+	s, err := ctlfile.Read(dir + "/memory.stat")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -405,7 +407,7 @@ func BenchmarkNewCgroups10k(b *testing.B) {
 }
 
 // mkdirsB creates the cgroups, parents first, and removes them at cleanup.
-func mkdirsB(b *testing.B, l cgroupfs.Layout, cgs []host.Cgroup) {
+func mkdirsB(b *testing.B, l layout.Layout, cgs []host.Cgroup) {
 	b.Helper()
 	b.Cleanup(func() {
 		start := time.Now()

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -19,7 +20,7 @@ import (
 // nothing in steady state. A Reader is not safe for concurrent use; give
 // each goroutine its own.
 type Reader struct {
-	layout Layout
+	layout layout.Layout
 	// path holds the NUL-terminated path of the file being read.
 	path []byte
 	// buf holds the file's contents; it grows to the largest file read.
@@ -36,7 +37,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader for the hierarchies of l.
-func NewReader(l Layout) *Reader {
+func NewReader(l layout.Layout) *Reader {
 	return &Reader{layout: l, path: make([]byte, 0, 256), buf: make([]byte, 8192)}
 }
 
@@ -80,7 +81,7 @@ func (r *Reader) Close() {
 func (r *Reader) Observe(cg host.Cgroup) (memcg.Stat, error) {
 	var s memcg.Stat
 	var err error
-	if r.layout.Memory.Version == V2 {
+	if r.layout.Memory.Version == layout.V2 {
 		err = r.observeV2(cg, &s)
 	} else {
 		err = r.observeV1(cg, &s)
@@ -195,7 +196,7 @@ func (r *Reader) observeV2(cg host.Cgroup, s *memcg.Stat) error {
 // psi=0 boot option makes the file fail with EOPNOTSUPP).
 func (r *Reader) observePressure(cg host.Cgroup, p *memcg.Pressure) error {
 	h := r.layout.Memory
-	if h.Version == V1 {
+	if h.Version == layout.V1 {
 		if r.layout.Unified == nil {
 			return nil
 		}
@@ -223,7 +224,7 @@ func (r *Reader) observePressure(cg host.Cgroup, p *memcg.Pressure) error {
 	return nil
 }
 
-func (r *Reader) readUint(h Hierarchy, cg host.Cgroup, name string) (uint64, error) {
+func (r *Reader) readUint(h layout.Hierarchy, cg host.Cgroup, name string) (uint64, error) {
 	b, err := r.read(h, cg, name)
 	if err != nil {
 		return 0, err
@@ -235,7 +236,7 @@ func (r *Reader) readUint(h Hierarchy, cg host.Cgroup, name string) (uint64, err
 	return v, nil
 }
 
-func (r *Reader) readLimit(h Hierarchy, cg host.Cgroup, name string) (uint64, error) {
+func (r *Reader) readLimit(h layout.Hierarchy, cg host.Cgroup, name string) (uint64, error) {
 	b, err := r.read(h, cg, name)
 	if err != nil {
 		return 0, err
@@ -247,7 +248,7 @@ func (r *Reader) readLimit(h Hierarchy, cg host.Cgroup, name string) (uint64, er
 	return v, nil
 }
 
-func (r *Reader) parseError(h Hierarchy, cg host.Cgroup, name string, err error) error {
+func (r *Reader) parseError(h layout.Hierarchy, cg host.Cgroup, name string, err error) error {
 	return fmt.Errorf("observe %s: %s/%s: %w", cg, h.Dir(cg), name, err)
 }
 
@@ -258,23 +259,23 @@ func (r *Reader) parseError(h Hierarchy, cg host.Cgroup, name string, err error)
 // KeepFilesOpen it reads the file kept open instead, and keeps the one it
 // opens. A kept file that fails (its cgroup removed) is closed and the
 // path opened again.
-func (r *Reader) read(h Hierarchy, cg host.Cgroup, name string) ([]byte, error) {
+func (r *Reader) read(h layout.Hierarchy, cg host.Cgroup, name string) ([]byte, error) {
 	if !r.setPath(h, cg, name) {
 		return nil, fmt.Errorf("observe %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
 	}
 	if r.kept != nil {
 		if fd, ok := r.kept.get(r.path); ok {
-			if b, err := preadAll(fd, &r.buf); err == nil {
+			if b, err := ctlfile.PreadAll(fd, &r.buf); err == nil {
 				return b, nil
 			}
 			r.kept.drop(r.path)
 		}
 	}
-	fd, err := openRead(r.path)
+	fd, err := ctlfile.OpenRead(r.path)
 	if err != nil {
 		return nil, r.fileError(cg, err)
 	}
-	b, err := preadAll(fd, &r.buf)
+	b, err := ctlfile.PreadAll(fd, &r.buf)
 	if err != nil || r.kept == nil {
 		unix.Close(fd)
 	} else {
@@ -288,7 +289,7 @@ func (r *Reader) read(h Hierarchy, cg host.Cgroup, name string) ([]byte, error) 
 
 func (r *Reader) fileError(cg host.Cgroup, err error) error {
 	p := string(r.path[:len(r.path)-1])
-	if isVanished(err) {
+	if ctlfile.IsVanished(err) {
 		return fmt.Errorf("observe %s: %s: %w: %w", cg, p, host.ErrVanished, err)
 	}
 	return fmt.Errorf("observe %s: %s: %w", cg, p, err)
@@ -297,7 +298,7 @@ func (r *Reader) fileError(cg host.Cgroup, err error) error {
 // setPath sets r.path to the NUL-terminated path of cg's file name in h,
 // as h.Dir would, without allocating. It reports false when cg is outside
 // the mounted subtree.
-func (r *Reader) setPath(h Hierarchy, cg host.Cgroup, name string) bool {
+func (r *Reader) setPath(h layout.Hierarchy, cg host.Cgroup, name string) bool {
 	c := string(cg)
 	if !cleanAbs(c) {
 		// An odd spelling, such as a trailing slash: let Dir clean it.
@@ -347,22 +348,4 @@ func cleanAbs(p string) bool {
 		start = i + 1
 	}
 	return true
-}
-
-// openRead opens the NUL-terminated path for reading with openat(2),
-// called directly because every path-taking wrapper copies the path to a
-// new C string.
-func openRead(path []byte) (int, error) {
-	cwd := unix.AT_FDCWD // a negative constant; convert it at run time
-	for {
-		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(cwd),
-			uintptr(unsafe.Pointer(&path[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
-		switch errno {
-		case 0:
-			return int(fd), nil
-		case syscall.EINTR:
-			continue
-		}
-		return -1, errno
-	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -67,7 +68,7 @@ func TestKeptFilesReadAsFreshAsNewOnes(t *testing.T) {
 }
 
 // removeCgroup removes cg from every hierarchy of l that has it.
-func removeCgroup(t *testing.T, l cgroupfs.Layout, cg host.Cgroup) {
+func removeCgroup(t *testing.T, l layout.Layout, cg host.Cgroup) {
 	t.Helper()
 	dirs := []string{l.Memory.Dir(cg)}
 	if l.Unified != nil {
@@ -113,7 +114,7 @@ func TestKeptFilesAreBounded(t *testing.T) {
 }
 
 // cgroupFDs counts this process's open files on the cgroup mounts of l.
-func cgroupFDs(t *testing.T, l cgroupfs.Layout) int {
+func cgroupFDs(t *testing.T, l layout.Layout) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -35,7 +36,7 @@ func formatFixture(t testing.TB, name string) string {
 
 // fixtureLayouts builds fake hosts from the captured files: a hybrid one
 // (memory on v1, unified mirror at /cg only) and a v2 one.
-func fixtureLayouts(t testing.TB) (hybrid, v2 cgroupfs.Layout) {
+func fixtureLayouts(t testing.TB) (hybrid, v2 layout.Layout) {
 	v1Files := map[string]string{}
 	for _, f := range []string{"memory.stat", "memory.usage_in_bytes", "memory.limit_in_bytes", "memory.failcnt"} {
 		v1Files["memory/cg/"+f] = formatFixture(t, "v1/"+f)
@@ -46,10 +47,10 @@ func fixtureLayouts(t testing.TB) (hybrid, v2 cgroupfs.Layout) {
 	for _, f := range []string{"memory.usage_in_bytes", "memory.limit_in_bytes", "memory.failcnt"} {
 		v1Files["memory/bad/"+f] = formatFixture(t, "v1/"+f)
 	}
-	root := fakeHost(t.(*testing.T), v1Files)
-	hybrid = cgroupfs.Layout{
-		Memory:  cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: filepath.Join(root, "memory"), Root: "/"},
-		Unified: &cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: filepath.Join(root, "unified"), Root: "/"},
+	root := cgrouptest.FakeHost(t, v1Files)
+	hybrid = layout.Layout{
+		Memory:  layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "memory"), Root: "/"},
+		Unified: &layout.Hierarchy{Version: layout.V2, Mount: filepath.Join(root, "unified"), Root: "/"},
 	}
 
 	v2Files := map[string]string{}
@@ -61,8 +62,8 @@ func fixtureLayouts(t testing.TB) (hybrid, v2 cgroupfs.Layout) {
 	// (kernel/sched/psi.c: the root cgroup's group is psi_system).
 	v2Files["memory.stat"] = formatFixture(t, "v2/root/memory.stat")
 	v2Files["memory.pressure"] = formatFixture(t, "v2/proc_pressure_memory")
-	root = fakeHost(t.(*testing.T), v2Files)
-	v2 = cgroupfs.Layout{Memory: cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: root, Root: "/"}}
+	root = cgrouptest.FakeHost(t, v2Files)
+	v2 = layout.Layout{Memory: layout.Hierarchy{Version: layout.V2, Mount: root, Root: "/"}}
 	v2.Unified = &v2.Memory
 	return hybrid, v2
 }
@@ -70,11 +71,11 @@ func fixtureLayouts(t testing.TB) (hybrid, v2 cgroupfs.Layout) {
 func TestObserveFixtures(t *testing.T) {
 	hybrid, v2 := fixtureLayouts(t)
 	// A kernel older than the root's memory.stat shows only PSI there.
-	oldRoot := fakeHost(t, map[string]string{"memory.pressure": formatFixture(t, "v2/proc_pressure_memory")})
-	oldV2 := cgroupfs.Layout{Memory: cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: oldRoot, Root: "/"}}
+	oldRoot := cgrouptest.FakeHost(t, map[string]string{"memory.pressure": formatFixture(t, "v2/proc_pressure_memory")})
+	oldV2 := layout.Layout{Memory: layout.Hierarchy{Version: layout.V2, Mount: oldRoot, Root: "/"}}
 	tests := []struct {
 		name    string
-		layout  cgroupfs.Layout
+		layout  layout.Layout
 		cg      host.Cgroup
 		want    memcg.Stat
 		wantErr string
@@ -173,7 +174,7 @@ func TestObserveFixtures(t *testing.T) {
 
 func TestObserveAllocatesNothing(t *testing.T) {
 	hybrid, v2 := fixtureLayouts(t)
-	for _, l := range []cgroupfs.Layout{hybrid, v2} {
+	for _, l := range []layout.Layout{hybrid, v2} {
 		r := cgroupfs.NewReader(l)
 		if n := testing.AllocsPerRun(100, func() {
 			if _, err := r.Observe("/cg"); err != nil {
@@ -234,7 +235,7 @@ func TestObserveRealKernel(t *testing.T) {
 	cgrouptest.StartWriter(t, c, filepath.Join(t.TempDir(), "data"), int64(size))
 
 	dirtyKey, wbKey, usageFile := "file_dirty", "file_writeback", "memory.current"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		dirtyKey, wbKey, usageFile = "total_dirty", "total_writeback", "memory.usage_in_bytes"
 	}
 	before, usageBefore := statFile(t, c.Dir), valueFile(t, c.Dir, usageFile)
@@ -290,13 +291,13 @@ func TestObserveRealKernel(t *testing.T) {
 // reads 0 and the kernel scales the bytes by the cgroup's share of the
 // machine's dirtyable memory (domain_dirty_limits), which is not modelled
 // here: then only the machine's threshold counts.
-func keptDirtySize(t *testing.T, l cgroupfs.Layout, limit, want uint64) (uint64, string) {
+func keptDirtySize(t *testing.T, l layout.Layout, limit, want uint64) (uint64, string) {
 	t.Helper()
 	size, why := want, "all it wanted"
 	if bg := procValue(t, "/proc/vmstat", "nr_dirty_background_threshold") * memcg.PageSize; bg/2 < size {
 		size, why = bg/2, "half the machine's dirty background threshold"
 	}
-	if l.Memory.Version == cgroupfs.V2 {
+	if l.Memory.Version == layout.V2 {
 		ratio := procValue(t, "/proc/sys/vm/dirty_background_ratio", "")
 		if bg := limit / 100 * ratio; ratio != 0 && bg/2 < size {
 			size, why = bg/2, fmt.Sprintf("half the cgroup's dirty background threshold, at most %d%% of its limit", ratio)
@@ -343,7 +344,7 @@ func TestObserveRootRealKernel(t *testing.T) {
 	}
 	dir := l.Memory.Dir("/")
 	fileKey, anonKey := "file", "anon"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		fileKey, anonKey = "total_cache", "total_rss"
 	}
 	before := statFile(t, dir)
@@ -380,7 +381,7 @@ func TestObserveRootRealKernel(t *testing.T) {
 	if got.Limit != memcg.NoLimit {
 		t.Errorf("Limit = %d, want NoLimit: the root has none", got.Limit)
 	}
-	if l.Memory.Version == cgroupfs.V2 && got.Counters.HasEvents {
+	if l.Memory.Version == layout.V2 && got.Counters.HasEvents {
 		t.Error("Counters.HasEvents for the v2 root, which has no memory.events")
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -85,7 +87,7 @@ type Frozen struct {
 //
 // When ctx ends, the episode ends (End) at once, from another goroutine:
 // the cgroup is never left frozen past its caller.
-func Freeze(ctx context.Context, l Layout, cg host.Cgroup, j *Journal) (*Frozen, error) {
+func Freeze(ctx context.Context, l layout.Layout, cg host.Cgroup, j *Journal) (*Frozen, error) {
 	return freeze(ctx, l, "", cg, j, nil)
 }
 
@@ -93,7 +95,7 @@ func Freeze(ctx context.Context, l Layout, cg host.Cgroup, j *Journal) (*Frozen,
 // freezer can hold gets its freezer cgroup made and its tasks swept into
 // it first (EnsureFreezer; docs/freezer.md), and made receives the
 // directories created.
-func freeze(ctx context.Context, l Layout, procRoot string, cg host.Cgroup, j *Journal, made *[]string) (*Frozen, error) {
+func freeze(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, j *Journal, made *[]string) (*Frozen, error) {
 	if j == nil {
 		return nil, fmt.Errorf("freeze %s: a freeze needs a journal; got nil", cg)
 	}
@@ -174,12 +176,12 @@ func (f *Frozen) End() error {
 // by then. A cgroup already frozen by someone else is left alone (no
 // error). Pause thaws even when ctx is cancelled during the pause, and
 // then returns ctx's error.
-func Pause(ctx context.Context, l Layout, cg host.Cgroup, d time.Duration, j *Journal) error {
+func Pause(ctx context.Context, l layout.Layout, cg host.Cgroup, d time.Duration, j *Journal) error {
 	return pause(ctx, l, "", cg, d, j, nil)
 }
 
 // pause is Pause through freeze, with its procRoot and made.
-func pause(ctx context.Context, l Layout, procRoot string, cg host.Cgroup, d time.Duration, j *Journal, made *[]string) error {
+func pause(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, d time.Duration, j *Journal, made *[]string) error {
 	if d < 0 {
 		return fmt.Errorf("pause %s: duration %v: want 0 or more (at most %v)", cg, d, MaxPause)
 	}
@@ -233,7 +235,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // freeze (the re-sweep of tasks that joined since), and its
 // *ThrottleUnavailable is returned as is; made receives the directories
 // it created. Without a freezer at all the error is a *ThrottleUnavailable.
-func freezerOf(l Layout, procRoot string, cg host.Cgroup, made *[]string) (freezer, error) {
+func freezerOf(l layout.Layout, procRoot string, cg host.Cgroup, made *[]string) (freezer, error) {
 	memDir := l.Memory.Dir(cg)
 	var tried []string
 	if dir, ok := l.UnifiedDir(cg); ok {
@@ -245,7 +247,7 @@ func freezerOf(l Layout, procRoot string, cg host.Cgroup, made *[]string) (freez
 		}
 		tried = append(tried, file)
 	}
-	if procRoot != "" && l.Memory.Version == V1 {
+	if procRoot != "" && l.Memory.Version == layout.V1 {
 		m, err := EnsureFreezer(l, procRoot, cg)
 		if made != nil {
 			*made = append(*made, m.Made...)
@@ -258,7 +260,7 @@ func freezerOf(l Layout, procRoot string, cg host.Cgroup, made *[]string) (freez
 		file := filepath.Join(dir, fileFreezerV1)
 		fz := freezer{file: file, freeze: freezerFrozenV1, thaw: freezerThawedV1, dir: dir, hierarchy: "cgroup v1 freezer",
 			frozen: func() (bool, error) {
-				s, err := readControl(file)
+				s, err := ctlfile.Read(file)
 				return s == freezerFrozenV1, err
 			}}
 		if _, err := os.Stat(file); err == nil {
@@ -281,7 +283,7 @@ func freezerOf(l Layout, procRoot string, cg host.Cgroup, made *[]string) (freez
 // (kernel/cgroup/freezer.c cgroup_update_frozen).
 func frozenV2(dir string) (bool, error) {
 	p := filepath.Join(dir, "cgroup.events")
-	s, err := readControl(p)
+	s, err := ctlfile.Read(p)
 	if err != nil {
 		return false, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 )
 
 // freezerFile returns the freezer file the layout fz makes Freeze use for
@@ -184,7 +185,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			c.Start(t, "sleep", "60")
 			file, frozen, _ := freezerFile(t, fz, c)
-			if err := cgroupfs.WriteControl(file, frozen); err != nil {
+			if err := ctlfile.Write(file, frozen); err != nil {
 				t.Fatal(err)
 			}
 			j := journal(t, l)
@@ -200,7 +201,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			if p := j.Pending(); len(p) != 0 {
 				t.Errorf("journal holds %v, want nothing pending", p)
 			}
-			if err := cgroupfs.WriteControl(file, map[string]string{"1": "0", "FROZEN": cgroupfs.FreezerThawedV1}[frozen]); err != nil {
+			if err := ctlfile.Write(file, map[string]string{"1": "0", "FROZEN": cgroupfs.FreezerThawedV1}[frozen]); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -213,7 +214,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cgroupfs.WriteControl(file, thawedValue); err != nil {
+			if err := ctlfile.Write(file, thawedValue); err != nil {
 				t.Fatal(err)
 			}
 			// memcgd's own Thaw finds the cgroup thawed, not as memcgd
@@ -240,7 +241,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 // readFreezer reads a freezer file, counting v1's FREEZING as FROZEN.
 func readFreezer(t *testing.T, file string) string {
 	t.Helper()
-	v, err := cgroupfs.ReadControl(file)
+	v, err := ctlfile.Read(file)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // runtime returns the CPU time pid has run, from /proc/PID/schedstat
@@ -32,15 +34,15 @@ func runtime(t *testing.T, pid int) time.Duration {
 // freezer is a layout that makes Pause use one of the freezers.
 type freezer struct {
 	name   string
-	layout cgroupfs.Layout
+	layout layout.Layout
 }
 
 // freezers gives a layout for each freezer this host has: the v2 one,
 // and on a hybrid host also the v1 freezer hierarchy (the layout without
 // its unified hierarchy).
-func freezers(l cgroupfs.Layout) []freezer {
+func freezers(l layout.Layout) []freezer {
 	fs := []freezer{{"cgroup v2 freezer", l}}
-	if l.Memory.Version == cgroupfs.V1 && l.Freezer != nil {
+	if l.Memory.Version == layout.V1 && l.Freezer != nil {
 		v1only := l
 		v1only.Unified = nil
 		fs = append(fs, freezer{"cgroup v1 freezer", v1only})
@@ -49,15 +51,15 @@ func freezers(l cgroupfs.Layout) []freezer {
 }
 
 // thawed reports whether the cgroup's freezer files say it runs.
-func thawed(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) bool {
+func thawed(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) bool {
 	t.Helper()
 	if dir, ok := l.UnifiedDir(c.Path); ok {
-		if s, err := cgroupfs.ReadControl(filepath.Join(dir, cgroupfs.FileFreeze)); err != nil || s != "0" {
+		if s, err := ctlfile.Read(filepath.Join(dir, cgroupfs.FileFreeze)); err != nil || s != "0" {
 			return false
 		}
 	}
 	if dir, ok := l.FreezerDir(c.Path); ok {
-		if s, err := cgroupfs.ReadControl(filepath.Join(dir, cgroupfs.FileFreezerV1)); err != nil || s != cgroupfs.FreezerThawedV1 {
+		if s, err := ctlfile.Read(filepath.Join(dir, cgroupfs.FileFreezerV1)); err != nil || s != cgroupfs.FreezerThawedV1 {
 			return false
 		}
 	}
@@ -173,13 +175,13 @@ func TestPauseRefusesBadInput(t *testing.T) {
 	c := cgrouptest.New(t, l, 0)
 	none := l
 	none.Unified, none.Freezer = nil, nil
-	if l.Memory.Version == cgroupfs.V2 {
-		none.Memory.Version = cgroupfs.V1 // no freezer at all: a v1 host without one
+	if l.Memory.Version == layout.V2 {
+		none.Memory.Version = layout.V1 // no freezer at all: a v1 host without one
 	}
 	j := journal(t, l)
 	tests := []struct {
 		name string
-		l    cgroupfs.Layout
+		l    layout.Layout
 		d    time.Duration
 		j    *cgroupfs.Journal
 		want error // nil: any error

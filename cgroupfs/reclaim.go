@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -21,13 +22,13 @@ const ReclaimChunk = 16 << 20
 // EBUSY), and a cgroup Reclaim will not touch (v2: nothing reclaimable
 // outside memory.min/memory.low protection, see protectedCap; v1: see
 // squeezeV1), is host.ErrNothingReclaimed. The end of ctx stops it within
-// one write, which it interrupts (writeControlCtx).
+// one write, which it interrupts (ctlfile.WriteCtx).
 //
 // On cgroup v2 it writes memory.reclaim (mm/memcontrol.c, memory_reclaim).
 // Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes
 // instead, recorded in j so that a crash cannot leave the limit lowered
 // (see squeezeV1 and docs/actuators.md for why not posix_fadvise).
-func Reclaim(ctx context.Context, l Layout, cg host.Cgroup, n uint64, j *Journal) (uint64, error) {
+func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *Journal) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("reclaim %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
@@ -39,7 +40,7 @@ func Reclaim(ctx context.Context, l Layout, cg host.Cgroup, n uint64, j *Journal
 		got uint64
 		err error
 	)
-	if l.Memory.Version == V2 {
+	if l.Memory.Version == layout.V2 {
 		got, err = reclaimV2(ctx, dir, n)
 	} else {
 		got, err = squeezeV1(ctx, dir, n, j)

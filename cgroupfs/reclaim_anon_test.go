@@ -11,6 +11,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -69,12 +71,12 @@ func TestReclaimOfAnonOnlyCgroupReturnsPromptly(t *testing.T) {
 		}
 	})
 	t.Run("memory.reclaim answers EAGAIN", func(t *testing.T) {
-		if l.Memory.Version != cgroupfs.V2 {
+		if l.Memory.Version != layout.V2 {
 			t.Skip("memory.reclaim is cgroup v2's")
 		}
 		file := filepath.Join(c.Dir, "memory.reclaim")
 		err := within(t, promptly, "write memory.reclaim", func() error {
-			return cgroupfs.WriteControl(file, "16777216")
+			return ctlfile.Write(file, "16777216")
 		})
 		if !errors.Is(err, unix.EAGAIN) {
 			t.Errorf("write 16 MiB to %s: %v, want EAGAIN", file, err)
@@ -94,7 +96,7 @@ func swapOn(t *testing.T) bool {
 }
 
 // cgroupLimit is limit, named apart from the variables called limit.
-func cgroupLimit(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
+func cgroupLimit(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) string {
 	t.Helper()
 	return limit(t, l, c)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -26,7 +28,7 @@ type reclaimSize struct{ limit, cache, ask uint64 }
 func reclaimSizes(t *testing.T) reclaimSize {
 	t.Helper()
 	full := reclaimSize{limit: 256 * mib, cache: 200 * mib, ask: 64 * mib}
-	cache := min(full.cache, backgroundThreshold(t)/2)
+	cache := min(full.cache, cgrouptest.BackgroundThreshold(t)/2)
 	if v := os.Getenv("MEMCGD_VM_WRITE_BPS"); v != "" {
 		bps, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -91,7 +93,7 @@ func writeSynced(t *testing.T, c *cgrouptest.Cgroup, file string, size uint64) {
 // seed 001: reclaim of N MiB lowers the cgroup's usage by at least N/2 MiB.
 func TestReclaimLowersUsage(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	sz := reclaimSizes(t)
 	// Clean page cache only: v2's memory.reclaim does not write dirty
 	// pages back (mm/vmscan.c shrink_folio_list). TestReclaimV1Methods
@@ -103,11 +105,11 @@ func TestReclaimLowersUsage(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			sc.fill(t, c, filepath.Join(dir, "cache"), sz.cache)
 			j := journal(t, l)
-			before, limitBefore := usage(t, l, c), limit(t, l, c)
+			before, limitBefore := c.Usage(t), limit(t, l, c)
 			start := time.Now()
 			got, err := cgroupfs.Reclaim(context.Background(), l, c.Path, sz.ask, j)
 			took := time.Since(start)
-			after := usage(t, l, c)
+			after := c.Usage(t)
 			t.Logf("Reclaim(%d MiB) on %s: %.1f MiB in %v, usage %.1f -> %.1f MiB",
 				sz.ask/mib, l.Memory.Version, float64(got)/mib, took.Round(time.Microsecond), float64(before)/mib, float64(after)/mib)
 			if err != nil {
@@ -128,7 +130,7 @@ func TestReclaimLowersUsage(t *testing.T) {
 }
 
 // journal opens a fresh journal for one test.
-func journal(t *testing.T, l cgroupfs.Layout) *cgroupfs.Journal {
+func journal(t *testing.T, l layout.Layout) *cgroupfs.Journal {
 	t.Helper()
 	j, err := cgroupfs.OpenJournal(filepath.Join(t.TempDir(), "journal"), l)
 	if err != nil {
@@ -140,13 +142,13 @@ func journal(t *testing.T, l cgroupfs.Layout) *cgroupfs.Journal {
 
 // limit reads the cgroup's hard limit: v1 memory.limit_in_bytes, v2
 // memory.max.
-func limit(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
+func limit(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) string {
 	t.Helper()
 	file := "memory.max"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		file = cgroupfs.FileLimitV1
 	}
-	v, err := cgroupfs.ReadControl(filepath.Join(c.Dir, file))
+	v, err := ctlfile.Read(filepath.Join(c.Dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +161,10 @@ func limit(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
 // output.
 func TestReclaimV1Methods(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	if l.Memory.Version != cgroupfs.V1 {
+	if l.Memory.Version != layout.V1 {
 		t.Skip("the v1 methods apply to a v1 memory controller; this host has it on v2")
 	}
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	sz := reclaimSizes(t)
 	type method struct {
 		name string
@@ -191,11 +193,11 @@ func TestReclaimV1Methods(t *testing.T) {
 				// A sibling's dirty pages show whether the method's
 				// write-out stays within the cgroup.
 				sibling := cgrouptest.New(t, l, 0)
-				cgrouptest.StartWriter(t, sibling, filepath.Join(dir, "sibling"), min(32*mib, dirtySize(t)))
+				cgrouptest.StartWriter(t, sibling, filepath.Join(dir, "sibling"), min(32*mib, cgrouptest.DirtySize(t)))
 				c := cgrouptest.New(t, l, sz.limit)
 				sc.fill(t, c, filepath.Join(dir, "cache"), sz.cache)
 				j := journal(t, l)
-				before, dirtyBefore, siblingBefore := usage(t, l, c), dirty(t, l, c), dirty(t, l, sibling)
+				before, dirtyBefore, siblingBefore := c.Usage(t), c.Dirty(t), sibling.Dirty(t)
 				limitBefore := limit(t, l, c)
 				if sc.dirty && dirtyBefore < sz.cache/2 {
 					t.Fatalf("precondition: %.1f MiB of %d MiB dirty; the flushers wrote the cache back first", float64(dirtyBefore)/mib, sz.cache/mib)
@@ -203,7 +205,7 @@ func TestReclaimV1Methods(t *testing.T) {
 				start := time.Now()
 				got, err := m.run(c, j)
 				took := time.Since(start)
-				kept := 100 * float64(dirty(t, l, sibling)) / float64(max(siblingBefore, 1))
+				kept := 100 * float64(sibling.Dirty(t)) / float64(max(siblingBefore, 1))
 				t.Logf("%-8s %-28s asked %d MiB: got %5.1f MiB in %9v (usage %.1f MiB, dirty %.1f MiB before; sibling kept %.0f%% of its dirty); err=%v",
 					m.name, sc.name, sz.ask/mib, float64(got)/mib, took.Round(time.Microsecond),
 					float64(before)/mib, float64(dirtyBefore)/mib, kept, err)

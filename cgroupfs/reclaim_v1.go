@@ -7,14 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
-
-// pageSize rounds the squeeze's targets; the kernel keeps limits in pages
-// (mm/page_counter.c) and rounds a byte limit down.
-const pageSize = 4096
 
 // squeezeV1 reclaims by lowering v1's memory.limit_in_bytes below usage and
 // putting it back, in steps of at most ReclaimChunk, never aiming below
@@ -52,11 +49,11 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 	}
 	usage := filepath.Join(dir, "memory.usage_in_bytes")
 	limit := filepath.Join(dir, fileLimitV1)
-	before, err := readUint(usage)
+	before, err := ctlfile.ReadUint(usage)
 	if err != nil {
 		return 0, err
 	}
-	floor := alignUp(before-min(n, before), pageSize)
+	floor := alignUp(before-min(n, before), ctlfile.PageSize)
 	lowest := strconv.FormatUint(floor, 10)
 
 	// One journal record for the whole squeeze: every step writes a limit
@@ -72,7 +69,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 			break
 		}
 		var u uint64
-		if u, err = readUint(usage); err != nil {
+		if u, err = ctlfile.ReadUint(usage); err != nil {
 			break
 		}
 		if u <= floor {
@@ -82,7 +79,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		if room, refused, err = squeezeRoom(dir); err != nil || refused != nil {
 			break
 		}
-		step := min(u-floor, ReclaimChunk, room, n-asked) &^ (pageSize - 1)
+		step := min(u-floor, ReclaimChunk, room, n-asked) &^ (ctlfile.PageSize - 1)
 		if step == 0 {
 			refused = fmt.Errorf("%s: clean file pages are within the %d MiB a squeeze always leaves", dir, squeezeReserve>>20)
 			break
@@ -153,7 +150,7 @@ const squeezeReserve = 8 << 20
 func squeezable(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", dir, vanished(err))
+		return fmt.Errorf("stat %s: %w", dir, ctlfile.Vanished(err))
 	}
 	// A kernfs directory's link count is 2 plus its subdirectories
 	// (fs/kernfs/inode.c kernfs_refresh_inode).
@@ -170,7 +167,7 @@ func squeezable(dir string) error {
 // killer disabled, whose tasks a lowered limit would hang.
 func squeezeRoom(dir string) (room uint64, refused, err error) {
 	p := filepath.Join(dir, "memory.oom_control")
-	s, err := readControl(p)
+	s, err := ctlfile.Read(p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -185,7 +182,7 @@ func squeezeRoom(dir string) (room uint64, refused, err error) {
 		return 0, fmt.Errorf("%s: oom_kill_disable", dir), nil
 	}
 	p = filepath.Join(dir, "memory.stat")
-	if s, err = readControl(p); err != nil {
+	if s, err = ctlfile.Read(p); err != nil {
 		return 0, nil, err
 	}
 	var st format.MemoryStatV1

@@ -12,6 +12,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -36,9 +38,9 @@ func oomControl(t *testing.T, dir string) map[string]uint64 {
 }
 
 // v1Only skips a test of the v1 limit squeeze on a v2 host.
-func v1Only(t *testing.T, l cgroupfs.Layout) {
+func v1Only(t *testing.T, l layout.Layout) {
 	t.Helper()
-	if l.Memory.Version != cgroupfs.V1 {
+	if l.Memory.Version != layout.V1 {
 		t.Skip("the limit squeeze is cgroup v1's; this host has the memory controller on v2")
 	}
 }
@@ -51,7 +53,7 @@ func v1Only(t *testing.T, l cgroupfs.Layout) {
 func TestSqueezeRefusesWhereALoweredLimitCouldOOM(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	v1Only(t, l)
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	const limit = 128 * mib
 	tests := []struct {
 		name string
@@ -66,7 +68,7 @@ func TestSqueezeRefusesWhereALoweredLimitCouldOOM(t *testing.T) {
 		}},
 		{"oom_kill_disable: a charge in the window would hang", func(t *testing.T) *cgrouptest.Cgroup {
 			c := cgrouptest.New(t, l, limit)
-			if err := cgroupfs.WriteControl(filepath.Join(c.Dir, "memory.oom_control"), "1"); err != nil {
+			if err := ctlfile.Write(filepath.Join(c.Dir, "memory.oom_control"), "1"); err != nil {
 				t.Fatal(err)
 			}
 			writeSynced(t, c, filepath.Join(dir, "cache"), 32*mib)
@@ -83,7 +85,7 @@ func TestSqueezeRefusesWhereALoweredLimitCouldOOM(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.setup(t)
 			j := journal(t, l)
-			limitBefore, before := cgroupLimit(t, l, c), usage(t, l, c)
+			limitBefore, before := cgroupLimit(t, l, c), c.Usage(t)
 			// Ask for about the cache: the old squeeze took it.
 			got, err := cgroupfs.SqueezeV1(context.Background(), c.Dir, 4*mib, j)
 			t.Logf("squeeze of %s: %d bytes, %v (usage %.1f MiB before)", c.Path, got, err, float64(before)/mib)
@@ -110,7 +112,7 @@ func TestSqueezeNeverOOMKillsAnAnonHeavyCgroup(t *testing.T) {
 	if swapOn(t) {
 		t.Skip("swap is on: anonymous memory is reclaimable")
 	}
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	const (
 		limit   = 128 * mib
 		cache   = 16 * mib

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,7 @@ var FadviseV1 = fadviseV1
 // measures, kept here with the test that measures it; Reclaim squeezes.
 func fadviseV1(ctx context.Context, procRoot, dir string, n uint64) (uint64, error) {
 	usage := filepath.Join(dir, "memory.usage_in_bytes")
-	before, err := readUint(usage)
+	before, err := ctlfile.ReadUint(usage)
 	if err != nil {
 		return 0, err
 	}
@@ -72,7 +73,7 @@ func fadviseFile(tf taskFile, usage string, before, n uint64) (bool, error) {
 		if err := unix.Fadvise(fd, off, ReclaimChunk, unix.FADV_DONTNEED); err != nil {
 			return false, fmt.Errorf("fadvise %s: %w", tf.path, err)
 		}
-		u, err := readUint(usage)
+		u, err := ctlfile.ReadUint(usage)
 		if err != nil {
 			return false, err
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
@@ -21,12 +22,12 @@ import (
 // user_proactive_reclaim since 6.17) loops try_to_free_mem_cgroup_pages
 // until the request is met and returns EAGAIN after 16 rounds without
 // progress, having kept what it did reclaim. The write goes through
-// writeControlCtx's raw write(2), so that EAGAIN reaches this function, and
+// ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this function, and
 // ctx interrupts it.
 func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	current := filepath.Join(dir, "memory.current")
 	file := filepath.Join(dir, "memory.reclaim")
-	before, err := readUint(current)
+	before, err := ctlfile.ReadUint(current)
 	if err != nil {
 		return 0, err
 	}
@@ -34,7 +35,7 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if limit < pageSize {
+	if limit < ctlfile.PageSize {
 		return 0, fmt.Errorf("%w: %s: the memory outside memory.min/memory.low protection is not reclaimable file cache",
 			host.ErrNothingReclaimed, dir)
 	}
@@ -46,7 +47,7 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 			return reclaimedSince(current, before, err)
 		}
 		chunk := min(n-asked, ReclaimChunk)
-		err := writeControlCtx(ctx, file, strconv.FormatUint(chunk, 10))
+		err := ctlfile.WriteCtx(ctx, file, strconv.FormatUint(chunk, 10))
 		switch {
 		case errors.Is(err, unix.EAGAIN):
 			short = true
@@ -65,7 +66,7 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 // reclaimedSince reads usage again and returns its fall from before, along
 // with cause (the error that ended the reclaim, if any).
 func reclaimedSince(usage string, before uint64, cause error) (uint64, error) {
-	after, err := readUint(usage)
+	after, err := ctlfile.ReadUint(usage)
 	if err != nil {
 		return 0, errors.Join(cause, err)
 	}
@@ -154,14 +155,14 @@ func readMemNode(dir string, budget *int) (*memNode, error) {
 	}
 	var n memNode
 	var err error
-	if n.usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+	if n.usage, err = ctlfile.ReadUint(filepath.Join(dir, "memory.current")); err != nil {
 		if errors.Is(err, host.ErrVanished) {
 			return nil, nil
 		}
 		return nil, err
 	}
 	for _, f := range []string{"memory.min", "memory.low"} {
-		v, err := readLimit(filepath.Join(dir, f))
+		v, err := ctlfile.ReadLimit(filepath.Join(dir, f))
 		if errors.Is(err, host.ErrVanished) {
 			return nil, nil
 		}
@@ -171,7 +172,7 @@ func readMemNode(dir string, budget *int) (*memNode, error) {
 		n.setting = max(n.setting, v)
 	}
 	p := filepath.Join(dir, "memory.stat")
-	s, err := readControl(p)
+	s, err := ctlfile.Read(p)
 	if errors.Is(err, host.ErrVanished) {
 		return nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -20,23 +22,23 @@ import (
 // at its usage and that counter at 0, and still reclaim the sibling.
 func TestReclaimKeepsChildrensMemoryLow(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	if l.Memory.Version != cgroupfs.V2 {
+	if l.Memory.Version != layout.V2 {
 		t.Skip("memory.low is cgroup v2's")
 	}
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	sz := reclaimSizes(t)
 	protectedCache, otherCache := sz.ask/2, sz.ask
 	low := protectedCache + protectedCache/2
 	parent := cgrouptest.New(t, l, 0)
 	protected := parent.Child(t, "protected")
 	other := parent.Child(t, "unprotected")
-	if err := cgroupfs.WriteControl(filepath.Join(protected.Dir, "memory.low"), strconv.FormatUint(low, 10)); err != nil {
+	if err := ctlfile.Write(filepath.Join(protected.Dir, "memory.low"), strconv.FormatUint(low, 10)); err != nil {
 		t.Fatal(err)
 	}
 	writeSynced(t, protected, filepath.Join(dir, "protected"), protectedCache)
 	writeSynced(t, other, filepath.Join(dir, "other"), otherCache)
 	j := journal(t, l)
-	protectedBefore, otherBefore := usage(t, l, protected), usage(t, l, other)
+	protectedBefore, otherBefore := protected.Usage(t), other.Usage(t)
 
 	// Ask for three times all there is, in rounds.
 	var got uint64
@@ -51,12 +53,12 @@ func TestReclaimKeepsChildrensMemoryLow(t *testing.T) {
 		}
 		got += n
 		rounds++
-		if u := usage(t, l, protected); u+mib < protectedBefore {
+		if u := protected.Usage(t); u+mib < protectedBefore {
 			t.Fatalf("after reclaim %d: protected child at %.1f MiB, was %.1f MiB with memory.low %d MiB",
 				rounds, float64(u)/mib, float64(protectedBefore)/mib, low/mib)
 		}
 	}
-	protectedAfter, otherAfter := usage(t, l, protected), usage(t, l, other)
+	protectedAfter, otherAfter := protected.Usage(t), other.Usage(t)
 	lowEvents := valueOf(t, protected.Dir, "memory.events", "low")
 	t.Logf("%d reclaims of 16 MiB from the parent (%d found nothing): %.1f MiB in all; protected child (memory.low %d MiB) %.1f -> %.1f MiB, low events %d; unprotected sibling %.1f -> %.1f MiB",
 		rounds, nothing, float64(got)/mib, low/mib, float64(protectedBefore)/mib, float64(protectedAfter)/mib, lowEvents,

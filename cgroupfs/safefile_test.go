@@ -95,7 +95,7 @@ func inotifyOpens(t *testing.T, paths ...string) (stop func() int) {
 // memcgd open the device, however the two race.
 func TestWriteOutNeverOpensADeviceSwappedIntoAListedSlot(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	fifo := filepath.Join(dir, "fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestWriteOutSkipsFilesOnFilesystemsNotAllowed(t *testing.T) {
 	c := cgrouptest.New(t, l, 0)
 	cgrouptest.StartWriter(t, c, filepath.Join(tmp, "f"), 1<<20)
 	disk := cgrouptest.New(t, l, 0)
-	cgrouptest.StartWriter(t, disk, filepath.Join(diskDir(t), "f"), 1<<20)
+	cgrouptest.StartWriter(t, disk, filepath.Join(cgrouptest.DiskDir(t), "f"), 1<<20)
 	fs := cgroupfs.NewFS(l, "/proc", "/", nil)
 	for _, tt := range []struct {
 		name string
@@ -224,7 +224,7 @@ func TestMapperProcess(t *testing.T) {
 // /proc/PID/map_files, checked as descriptors are, and written out.
 func TestWriteOutReachesSharedWritableMappings(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	c := cgrouptest.New(t, l, 0)
 	self, err := os.Executable()
 	if err != nil {
@@ -241,14 +241,14 @@ func TestWriteOutReachesSharedWritableMappings(t *testing.T) {
 			t.Fatal("the mapper process did not start within 10s")
 		}
 	}
-	before := dirty(t, l, c)
+	before := c.Dirty(t)
 	w, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), c.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var after uint64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if after = dirty(t, l, c); after <= before/10 {
+		if after = c.Dirty(t); after <= before/10 {
 			break
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -23,7 +24,7 @@ import (
 //
 // The sum falls when a process exits or leaves; callers use increases
 // only. A process gone meanwhile is skipped.
-func Dirtied(ctx context.Context, procRoot string, l Layout, cg host.Cgroup) (uint64, error) {
+func Dirtied(ctx context.Context, procRoot string, l layout.Layout, cg host.Cgroup) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("dirtied %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/pollfd"
 	"github.com/memcgd/memcgd/memcg"
@@ -41,7 +42,7 @@ import (
 // docs/watch.md gives the choices made and what a watch costs, measured.
 // A Watcher is safe for concurrent use.
 type Watcher struct {
-	layout Layout
+	layout layout.Layout
 	opts   WatcherOptions
 	// pageSize is the unit in which the kernel compares usage with a
 	// threshold.
@@ -271,7 +272,7 @@ type wakeSource struct {
 
 // NewWatcher returns a Watcher of the memory cgroups of l, with its epoll
 // goroutine running.
-func NewWatcher(l Layout, opts WatcherOptions) (*Watcher, error) {
+func NewWatcher(l layout.Layout, opts WatcherOptions) (*Watcher, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -347,7 +348,7 @@ func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 		wt = &watched{cg: cg, wake: host.Wake{UsageAbove: memcg.NoLimit}, efd: -1, events: -1, current: -1,
 			poll: usagePoll{index: -1}}
 		var err error
-		if w.layout.Memory.Version == V2 {
+		if w.layout.Memory.Version == layout.V2 {
 			err = w.armV2(wt, wake)
 		} else {
 			err = w.armV1(wt, wake)
@@ -363,7 +364,7 @@ func (w *Watcher) Watch(cg host.Cgroup, wake host.Wake) error {
 		return nil
 	}
 	var err error
-	if w.layout.Memory.Version == V2 {
+	if w.layout.Memory.Version == layout.V2 {
 		err = w.rearmV2(wt, wake)
 	} else {
 		err = w.armV1(wt, wake)

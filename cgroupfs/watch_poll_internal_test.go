@@ -3,12 +3,14 @@ package cgroupfs
 import (
 	"testing"
 	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // The Watcher's loop waits for its epoll set on the runtime's poller
 // (internal/pollfd), and Close still stops it at once.
 func TestWatcherLoopWaitsOnThePoller(t *testing.T) {
-	w, err := NewWatcher(Layout{}, WatcherOptions{})
+	w, err := NewWatcher(layout.Layout{}, WatcherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

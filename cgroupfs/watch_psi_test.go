@@ -9,6 +9,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -19,7 +20,7 @@ import (
 // still reported when its usage crosses the threshold.
 func TestWatchGoesOnWithoutARefusedPSITrigger(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	if l.Memory.Version != cgroupfs.V2 {
+	if l.Memory.Version != layout.V2 {
 		t.Skip("PSI triggers are armed on cgroup v2 only; run in the v2 VM")
 	}
 	for _, refusal := range []unix.Errno{unix.EINVAL, unix.EPERM, unix.EACCES} {
@@ -42,7 +43,7 @@ func TestWatchGoesOnWithoutARefusedPSITrigger(t *testing.T) {
 				t.Errorf("%d watches, %d PSI triggers refused; want 2 and 1", w.Len(), w.PSIRefused())
 			}
 			t.Logf("refusal: %v", w.PSIRefusal())
-			cgrouptest.DirtyFile(t, refused, filepath.Join(diskDir(t), "data"), 32*watchMiB)
+			cgrouptest.DirtyFile(t, refused, filepath.Join(cgrouptest.DiskDir(t), "data"), 32*watchMiB)
 			if !awaitReport(w, refused.Path, reportWithin(l, poll)) {
 				t.Errorf("the cgroup without a PSI trigger was not reported after its usage crossed the threshold")
 			}

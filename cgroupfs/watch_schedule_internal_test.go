@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -285,7 +286,7 @@ func BenchmarkUsagePoll(b *testing.B) {
 	if file == "" {
 		b.Skip("no memory cgroup usage file for this process")
 	}
-	w, err := NewWatcher(Layout{}, WatcherOptions{})
+	w, err := NewWatcher(layout.Layout{}, WatcherOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -29,11 +30,11 @@ func TestWatchReportsUsageWithinTheScheduledBound(t *testing.T) {
 	// A loaded machine (or the VM's emulated CPUs) delays the loop and
 	// the receiver; the bounds below add this, four times over under
 	// qemu's emulation (vmSlack).
-	slack := vmSlack()
+	slack := cgrouptest.VMSlack()
 	opts := cgroupfs.WatcherOptions{}
 
 	t.Run("no threshold: never read", func(t *testing.T) {
-		if l.Memory.Version == cgroupfs.V1 {
+		if l.Memory.Version == layout.V1 {
 			t.Skip("v1 arms a kernel threshold and reads no usage on a schedule")
 		}
 		c := cgrouptest.New(t, l, 256*watchMiB)
@@ -81,7 +82,7 @@ func TestWatchReportsUsageWithinTheScheduledBound(t *testing.T) {
 			t.Fatalf("reported while idle %d MiB below the threshold", distance/watchMiB)
 		}
 		filled := time.Now()
-		cgrouptest.DirtyFile(t, c, filepath.Join(diskDir(t), "data"), 2*distance)
+		cgrouptest.DirtyFile(t, c, filepath.Join(cgrouptest.DiskDir(t), "data"), 2*distance)
 		at, ok := awaitReportAt(w, c.Path, time.Until(armed.Add(interval+slack)))
 		if !ok {
 			t.Fatalf("usage %d MiB -> %d MiB past the threshold %d MiB: not reported within %v of the Watch (interval %v + %v)",
@@ -111,7 +112,7 @@ func TestWatchReportsUsageWithinTheScheduledBound(t *testing.T) {
 			}
 		}()
 		// 512 KiB every 250 ms: 2 MiB/s, half DefaultUsageRate.
-		c.Start(t, "sh", "-c", pacedScript, filepath.Join(diskDir(t), "paced"),
+		c.Start(t, "sh", "-c", pacedScript, filepath.Join(cgrouptest.DiskDir(t), "paced"),
 			strconv.Itoa(int(3*distance/(512<<10))), "128", "0.25")
 		var crossed time.Time
 		deadline := time.Now().Add(time.Minute)
@@ -128,7 +129,7 @@ func TestWatchReportsUsageWithinTheScheduledBound(t *testing.T) {
 		// Half a second for a loaded machine: a fixed poll of 2 s, as
 		// before the schedule, misses this bound two times in three.
 		bound := cgroupfs.DefaultMinUsagePoll + slack/2
-		if l.Memory.Version == cgroupfs.V1 {
+		if l.Memory.Version == layout.V1 {
 			// The kernel checks a v1 threshold every 128 page events per
 			// CPU (memcg1_check_events): up to 512 KiB a CPU late, a
 			// quarter second each at 2 MiB/s.

@@ -17,6 +17,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/cputime"
 	"github.com/memcgd/memcgd/memcg"
@@ -45,7 +46,7 @@ func TestWatcherOptionsRefuseBadValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := cgroupfs.NewWatcher(cgroupfs.Layout{}, tt.opts)
+			w, err := cgroupfs.NewWatcher(layout.Layout{}, tt.opts)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("NewWatcher: %v", err)
@@ -101,7 +102,7 @@ func TestRaiseFileLimitLeavesTheSoftLimitAtTheHardLimit(t *testing.T) {
 }
 
 // newWatcher returns a Watcher of l closed at the end of the test.
-func newWatcher(t *testing.T, l cgroupfs.Layout, opts cgroupfs.WatcherOptions) *cgroupfs.Watcher {
+func newWatcher(t *testing.T, l layout.Layout, opts cgroupfs.WatcherOptions) *cgroupfs.Watcher {
 	t.Helper()
 	w, err := cgroupfs.NewWatcher(l, opts)
 	if err != nil {
@@ -139,10 +140,10 @@ func awaitReportAt(w *cgroupfs.Watcher, cg host.Cgroup, within time.Duration) (t
 }
 
 // watchUsage reads the charged memory of the cgroup at dir.
-func watchUsage(t testing.TB, l cgroupfs.Layout, dir string) uint64 {
+func watchUsage(t testing.TB, l layout.Layout, dir string) uint64 {
 	t.Helper()
 	file := "memory.current"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		file = "memory.usage_in_bytes"
 	}
 	b, err := os.ReadFile(filepath.Join(dir, file))
@@ -159,8 +160,8 @@ func watchUsage(t testing.TB, l cgroupfs.Layout, dir string) uint64 {
 // reportWithin is how long a report may take after its cause: at once on
 // v1, up to a poll period later on v2 for usage; plus a second of slack
 // for a loaded machine (and the VM's emulated CPU).
-func reportWithin(l cgroupfs.Layout, poll time.Duration) time.Duration {
-	if l.Memory.Version == cgroupfs.V2 {
+func reportWithin(l layout.Layout, poll time.Duration) time.Duration {
+	if l.Memory.Version == layout.V2 {
 		return poll + time.Second
 	}
 	return time.Second
@@ -188,7 +189,7 @@ func openFiles(t testing.TB) int {
 
 func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := diskDir(t)
+	disk := cgrouptest.DiskDir(t)
 	tests := []struct {
 		name       string
 		above      uint64 // UsageAbove, over the cgroup's usage before the write
@@ -255,7 +256,7 @@ func TestWatchReportsUsageCrossingItsThresholdUpwards(t *testing.T) {
 
 func TestWatchOfAnIdleCgroupIsQuiet(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := diskDir(t)
+	disk := cgrouptest.DiskDir(t)
 	c := cgrouptest.New(t, l, 256*watchMiB)
 	// Charge some page cache first, so that the threshold sits above a
 	// cgroup that is in use, not empty.
@@ -272,7 +273,7 @@ func TestWatchOfAnIdleCgroupIsQuiet(t *testing.T) {
 
 func TestWatchDoesNotReportUsageFallingBelowItsThreshold(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := diskDir(t)
+	disk := cgrouptest.DiskDir(t)
 	c := cgrouptest.New(t, l, 256*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{UsagePoll: 200 * time.Millisecond})
 	file := filepath.Join(disk, "data")
@@ -320,7 +321,7 @@ func TestWatchReportsUsageAlreadyAboveItsThresholdWhenArmed(t *testing.T) {
 			c := cgrouptest.New(t, l, 256*watchMiB)
 			// A file of its own: pages cached by an earlier case stay
 			// charged to that case's cgroup.
-			cgrouptest.DirtyFile(t, c, filepath.Join(diskDir(t), "data"), 32*watchMiB)
+			cgrouptest.DirtyFile(t, c, filepath.Join(cgrouptest.DiskDir(t), "data"), 32*watchMiB)
 			if u := watchUsage(t, l, c.Dir); u < 2*tt.below {
 				t.Fatalf("usage %d MiB after writing 32 MiB: the page cache was not charged to the cgroup", u/watchMiB)
 			}
@@ -357,7 +358,7 @@ func TestWatchReportsUsageAlreadyAboveItsThresholdWhenArmed(t *testing.T) {
 
 func TestWatchReportsLimitReclaim(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := diskDir(t)
+	disk := cgrouptest.DiskDir(t)
 	c := cgrouptest.New(t, l, 32*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{})
 	// No usage threshold: only reclaim (v1 vmpressure), memory.events.local
@@ -376,7 +377,7 @@ func TestWatchReportsLimitReclaim(t *testing.T) {
 
 func TestWatchCoalescesReportsUntilReceived(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	disk := diskDir(t)
+	disk := cgrouptest.DiskDir(t)
 	c := cgrouptest.New(t, l, 32*watchMiB)
 	w := newWatcher(t, l, cgroupfs.WatcherOptions{})
 	if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit}); err != nil {
@@ -539,7 +540,7 @@ func TestWatchIdleCost(t *testing.T) {
 		t.Skip("heavy measurement: runs only when -run names TestWatchIdleCost")
 	}
 	l := cgrouptest.Layout(t)
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		t.Run("v1", func(t *testing.T) { watchIdleCost(t, l, cgroupfs.WatcherOptions{}) })
 		return
 	}
@@ -547,7 +548,7 @@ func TestWatchIdleCost(t *testing.T) {
 	t.Run("v2-nopsi", func(t *testing.T) { watchIdleCost(t, l, cgroupfs.WatcherOptions{NoPSI: true}) })
 }
 
-func watchIdleCost(t *testing.T, l cgroupfs.Layout, opts cgroupfs.WatcherOptions) {
+func watchIdleCost(t *testing.T, l layout.Layout, opts cgroupfs.WatcherOptions) {
 	var sizes []int
 	for _, f := range strings.Split(*watchSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -668,7 +669,7 @@ func watchIdleCost(t *testing.T, l cgroupfs.Layout, opts cgroupfs.WatcherOptions
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "cgroup %s, %d CPUs, PSI triggers %v, %d cgroups created in %v (%v each), idle %v per row\n",
-		l.Memory.Version, goruntime.NumCPU(), l.Memory.Version == cgroupfs.V2 && !opts.NoPSI, len(cgs),
+		l.Memory.Version, goruntime.NumCPU(), l.Memory.Version == layout.V2 && !opts.NoPSI, len(cgs),
 		created.Round(time.Millisecond), (created / time.Duration(max(1, len(cgs)))).Round(time.Microsecond), *watchIdle)
 	fmt.Fprintf(&b, "| watches | open fds (the watcher's 3 included) | arm per watch | close | CPU per s | %% of a core | heap allocs | RSS | kernel memory (unreclaimable) | psimon threads | reports |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -750,7 +751,7 @@ func BenchmarkWatchUsageRead(b *testing.B) {
 	l := cgrouptest.Layout(b)
 	c := cgrouptest.New(b, l, 0)
 	file := "memory.current"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		file = "memory.usage_in_bytes"
 	}
 	fd, err := unix.Open(filepath.Join(c.Dir, file), unix.O_RDONLY|unix.O_CLOEXEC, 0)

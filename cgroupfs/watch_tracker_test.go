@@ -17,6 +17,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -56,7 +57,7 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 	tr := loadTracker(t)
 	n := *fastCgroups
 	perWatch := 3 // v2: memory.events.local, memory.current, memory.pressure
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		perWatch = 1 // one eventfd
 	}
 	raiseNoFile(t, uint64(perWatch*n+1024))

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -81,7 +83,7 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 	}
 	if err := registerV1(dir, efd, wake); err != nil {
 		unix.Close(efd)
-		if isVanished(err) {
+		if ctlfile.IsVanished(err) {
 			return fmt.Errorf("watch %s: %w: %w", wt.cg, host.ErrVanished, err)
 		}
 		return fmt.Errorf("watch %s: %w", wt.cg, err)
@@ -130,7 +132,7 @@ func registerV1(dir string, efd int, wake host.Wake) error {
 	}
 	err = registerV1Event(ctl, efd, dir, "memory.pressure_level", "low,local")
 	if errors.Is(err, unix.ENOENT) {
-		if _, ok := existingDir(dir); ok {
+		if _, ok := layout.ExistingDir(dir); ok {
 			return nil
 		}
 	}

@@ -9,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -94,7 +96,7 @@ func (w *Watcher) armV2(wt *watched, wake host.Wake) error {
 func (w *Watcher) armPSI(wt *watched, dir string) error {
 	fd, err := openV2(wt.cg, dir, "memory.pressure", unix.O_RDWR)
 	if errors.Is(err, host.ErrVanished) {
-		if _, ok := existingDir(dir); ok {
+		if _, ok := layout.ExistingDir(dir); ok {
 			return nil
 		}
 	}
@@ -115,7 +117,7 @@ func (w *Watcher) armPSI(wt *watched, dir string) error {
 			w.refusePSI(fmt.Errorf("watch %s: write %q to %s/memory.pressure: %w", wt.cg, trigger, dir, err))
 			return nil
 		case err == unix.EINVAL:
-			if _, ok := existingDir(dir); !ok {
+			if _, ok := layout.ExistingDir(dir); !ok {
 				return watchFileError(wt.cg, dir, "memory.pressure", unix.ENODEV)
 			}
 			why := fmt.Errorf("watch %s: write %q to %s/memory.pressure: %w", wt.cg, trigger, dir, err)
@@ -202,7 +204,7 @@ func openV2(cg host.Cgroup, dir, name string, mode int) (int, error) {
 // with it when the error says the cgroup is gone.
 func watchFileError(cg host.Cgroup, dir, name string, err error) error {
 	p := filepath.Join(dir, name)
-	if isVanished(err) {
+	if ctlfile.IsVanished(err) {
 		return fmt.Errorf("watch %s: %s: %w: %w", cg, p, host.ErrVanished, err)
 	}
 	return fmt.Errorf("watch %s: %s: %w", cg, p, err)
@@ -303,7 +305,7 @@ func (w *Watcher) handleV2PSI(wt *watched, events uint32) {
 // says the cgroup was removed.
 func (w *Watcher) gone(wt *watched, err error) {
 	w.report(wt.cg)
-	if isVanished(err) {
+	if ctlfile.IsVanished(err) {
 		w.drop(wt)
 	}
 }

@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -32,14 +34,14 @@ import (
 //
 // Dirty pages of files the cgroup's tasks no longer have open are out of
 // reach: that is what Flush is for.
-func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg host.Cgroup) (host.WriteOut, error) {
+func WriteOut(ctx context.Context, bio *BoundedIO, procRoot string, l layout.Layout, cg host.Cgroup) (host.WriteOut, error) {
 	out, _, err := writeOut(ctx, bio, procRoot, l, cg)
 	return out, err
 }
 
 // writeOut is WriteOut, also returning the files it started (FS.WriteOut
 // skips them among the tracker's).
-func writeOut(ctx context.Context, bio *BoundedIO, procRoot string, l Layout, cg host.Cgroup) (host.WriteOut, *fileSet, error) {
+func writeOut(ctx context.Context, bio *BoundedIO, procRoot string, l layout.Layout, cg host.Cgroup) (host.WriteOut, *fileSet, error) {
 	done := newFileSet()
 	dirty, err := cgroupDirtyBytes(l, cg)
 	if err != nil {
@@ -412,7 +414,7 @@ func subtreeProcs(dir string) ([]int, error) {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, vanished(err))
+		return nil, fmt.Errorf("list %s: %w", dir, ctlfile.Vanished(err))
 	}
 	for _, e := range entries {
 		if !e.IsDir() {
@@ -432,7 +434,7 @@ func subtreeProcs(dir string) ([]int, error) {
 
 // readProcs reads the process IDs in dir/cgroup.procs.
 func readProcs(dir string) ([]int, error) {
-	s, err := readControl(filepath.Join(dir, "cgroup.procs"))
+	s, err := ctlfile.Read(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +451,7 @@ func readProcs(dir string) ([]int, error) {
 
 // cgroupDirtyBytes is cg's dirty page cache, hierarchical, as a
 // write-out reports it.
-func cgroupDirtyBytes(l Layout, cg host.Cgroup) (uint64, error) {
+func cgroupDirtyBytes(l layout.Layout, cg host.Cgroup) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
@@ -464,9 +466,9 @@ func cgroupDirtyBytes(l Layout, cg host.Cgroup) (uint64, error) {
 // dirtyBytes reads the cgroup's dirty page cache, hierarchical: v1's
 // total_dirty, v2's file_dirty (mm/memcontrol.c memory_stats[],
 // mm/memcontrol-v1.c memcg1_stat_names).
-func dirtyBytes(v Version, dir string) (uint64, error) {
+func dirtyBytes(v layout.Version, dir string) (uint64, error) {
 	key := "total_dirty"
-	if v == V2 {
+	if v == layout.V2 {
 		key = "file_dirty"
 	}
 	return statKey(filepath.Join(dir, "memory.stat"), key)
@@ -474,7 +476,7 @@ func dirtyBytes(v Version, dir string) (uint64, error) {
 
 // statKey returns one key of a memory.stat file.
 func statKey(p, key string) (uint64, error) {
-	s, err := readControl(p)
+	s, err := ctlfile.Read(p)
 	if err != nil {
 		return 0, err
 	}

@@ -6,86 +6,23 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
 
 const mib = 1 << 20
 
-// diskDir is cgrouptest.DiskDir.
-func diskDir(t *testing.T) string { return cgrouptest.DiskDir(t) }
-
-// dirty reads the cgroup's dirty page cache from memory.stat.
-func dirty(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {
-	t.Helper()
-	d, err := cgroupfs.DirtyBytes(l.Memory.Version, c.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// usage reads the cgroup's charged memory: v1 memory.usage_in_bytes, v2
-// memory.current.
-func usage(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {
-	t.Helper()
-	file := "memory.current"
-	if l.Memory.Version == cgroupfs.V1 {
-		file = "memory.usage_in_bytes"
-	}
-	s, err := cgroupfs.ReadControl(filepath.Join(c.Dir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
-// dirtySize is how much each writer of the write-out and flush tests
-// dirties: 48 MiB, or a quarter of the global background threshold if that
-// is less (a small VM), so that the flushers' background writeback leaves
-// the pages dirty (mm/page-writeback.c domain_dirty_limits). Their cgroups
-// have no limit, which on v2 would shrink the memcg's own dirty domain
-// (mdtc_calc_avail) and start background writeback sooner.
-func dirtySize(t *testing.T) int64 {
-	return min(48*mib, int64(backgroundThreshold(t)/4)) &^ (mib - 1)
-}
-
-// backgroundThreshold is the global dirty background threshold in bytes,
-// from /proc/vmstat: past it the flushers write back every dirty page.
-func backgroundThreshold(t *testing.T) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/vmstat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "nr_dirty_background_threshold "); ok {
-			pages, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pages * uint64(os.Getpagesize())
-		}
-	}
-	t.Fatal("/proc/vmstat has no nr_dirty_background_threshold")
-	return 0
-}
-
 // writers starts, in each of n sibling cgroups, a writer that dirties size
 // bytes of its own file and keeps it open for writing.
-func writers(t *testing.T, l cgroupfs.Layout, n int, size int64) []*cgrouptest.Cgroup {
+func writers(t *testing.T, l layout.Layout, n int, size int64) []*cgrouptest.Cgroup {
 	t.Helper()
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	var cs []*cgrouptest.Cgroup
 	for i := range n {
 		c := cgrouptest.New(t, l, 0)
@@ -99,10 +36,10 @@ func writers(t *testing.T, l cgroupfs.Layout, n int, size int64) []*cgrouptest.C
 // while a sibling cgroup keeps at least 90% of its dirty pages.
 func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	size := dirtySize(t)
+	size := cgrouptest.DirtySize(t)
 	cs := writers(t, l, 2, size)
 	target, sibling := cs[0], cs[1]
-	targetBefore, siblingBefore := dirty(t, l, target), dirty(t, l, sibling)
+	targetBefore, siblingBefore := target.Dirty(t), sibling.Dirty(t)
 	for _, d := range []uint64{targetBefore, siblingBefore} {
 		if d < uint64(size/2) {
 			t.Fatalf("precondition: a writer's cgroup holds %d MiB dirty, want about %d MiB "+
@@ -121,14 +58,14 @@ func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 	}
 	var targetAfter uint64
 	for {
-		targetAfter = dirty(t, l, target)
+		targetAfter = target.Dirty(t)
 		if targetAfter <= targetBefore/10 || time.Since(start) > time.Second {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
-	siblingAfter := dirty(t, l, sibling)
+	siblingAfter := sibling.Dirty(t)
 	retained := 100 * float64(siblingAfter) / float64(siblingBefore)
 	t.Logf("write-out: target dirty %.1f -> %.1f MiB in %v (call %v), sibling dirty %.1f -> %.1f MiB (%.0f%% kept)",
 		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), call.Round(time.Microsecond),

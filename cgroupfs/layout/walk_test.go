@@ -1,4 +1,4 @@
-package cgroupfs_test
+package layout_test
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
 func TestWalk(t *testing.T) {
-	root := fakeHost(t, map[string]string{
+	root := cgrouptest.FakeHost(t, map[string]string{
 		"m/a/b/c/":             "",
 		"m/a/b/memory.stat":    "",
 		"m/a/a2/":              "",
@@ -25,11 +25,11 @@ func TestWalk(t *testing.T) {
 		"m/memory.limit_max":   "",
 		"m/a/b/c/cgroup.procs": "",
 	})
-	whole := cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: filepath.Join(root, "m"), Root: "/"}
-	container := cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: filepath.Join(root, "m/docker/c1"), Root: "/docker/c1"}
+	whole := layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "m"), Root: "/"}
+	container := layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "m/docker/c1"), Root: "/docker/c1"}
 	tests := []struct {
 		name    string
-		h       cgroupfs.Hierarchy
+		h       layout.Hierarchy
 		under   host.Cgroup
 		want    []host.Cgroup
 		wantErr error
@@ -61,7 +61,7 @@ func TestWalk(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cgroupfs.Walk(tt.h, tt.under)
+			got, err := layout.Walk(tt.h, tt.under)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("error %v, want %v", err, tt.wantErr)
@@ -76,7 +76,7 @@ func TestWalk(t *testing.T) {
 			}
 		})
 	}
-	if _, err := cgroupfs.Walk(container, "/elsewhere"); err == nil {
+	if _, err := layout.Walk(container, "/elsewhere"); err == nil {
 		t.Errorf("walk outside the mounted subtree: no error")
 	}
 }
@@ -93,7 +93,7 @@ func TestWalkRealKernel(t *testing.T) {
 	if err := os.Remove(gone.Dir); err != nil {
 		t.Fatal(err)
 	}
-	got, err := cgroupfs.Walk(l.Memory, top.Path)
+	got, err := layout.Walk(l.Memory, top.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cgroupfs
+package layout
 
 import (
 	"os"

@@ -1,12 +1,12 @@
-package cgroupfs
+package layout
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path"
 	"syscall"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -26,7 +26,7 @@ func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, e
 		return nil, fmt.Errorf("walk %s: outside the mounted subtree %s of %s", under, h.Root, h.Mount)
 	}
 	if _, err := os.Stat(top); err != nil {
-		if isVanished(err) {
+		if ctlfile.IsVanished(err) {
 			return nil, fmt.Errorf("walk %s: %w: %w", under, host.ErrVanished, err)
 		}
 		return nil, fmt.Errorf("walk %s: %w", under, err)
@@ -43,7 +43,7 @@ func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, e
 		// control files, the bulk of an idle daemon's scan.
 		var st syscall.Stat_t
 		if err := syscall.Lstat(dir, &st); err != nil {
-			if isVanished(err) {
+			if ctlfile.IsVanished(err) {
 				continue
 			}
 			return nil, fmt.Errorf("walk %s: stat %s: %w", under, dir, err)
@@ -53,7 +53,7 @@ func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, e
 			continue
 		}
 		entries, err := readDir(dir)
-		if isVanished(err) {
+		if ctlfile.IsVanished(err) {
 			continue
 		}
 		if err != nil {
@@ -70,11 +70,4 @@ func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, e
 		}
 	}
 	return cgs, nil
-}
-
-// isVanished reports an error from a cgroup file or directory that was
-// removed: ENOENT once it is gone, ENODEV from a file opened before the
-// removal (fs/kernfs/file.c: kernfs_get_active fails on a removed node).
-func isVanished(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV)
 }

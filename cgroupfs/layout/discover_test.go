@@ -1,4 +1,4 @@
-package cgroupfs_test
+package layout_test
 
 import (
 	"errors"
@@ -9,33 +9,9 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
-
-// fakeHost lays out a procfs and cgroup mounts under a temporary root:
-// files maps paths relative to the root to contents, with $ROOT in a
-// content standing for the root; a path ending in "/" is a directory.
-func fakeHost(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, content := range files {
-		if strings.HasSuffix(p, "/") {
-			p = filepath.Join(root, p)
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		p = filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "$ROOT", root)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 const (
 	hybridMountInfo = `30 22 0:27 / $ROOT/sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -52,8 +28,8 @@ func TestDiscover(t *testing.T) {
 	tests := []struct {
 		name        string
 		files       map[string]string
-		wantMemory  cgroupfs.Hierarchy // Mount relative to the fake root
-		wantUnified string             // mount point, "" for none
+		wantMemory  layout.Hierarchy // Mount relative to the fake root
+		wantUnified string           // mount point, "" for none
 		wantFreezer string
 		wantErr     string
 	}{{
@@ -62,7 +38,7 @@ func TestDiscover(t *testing.T) {
 			"proc/self/mountinfo":                      hybridMountInfo,
 			"sys/fs/cgroup/unified/cgroup.controllers": "hugetlb\n",
 		},
-		wantMemory:  cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/sys/fs/cgroup/memory", Root: "/"},
+		wantMemory:  layout.Hierarchy{Version: layout.V1, Mount: "/sys/fs/cgroup/memory", Root: "/"},
 		wantUnified: "/sys/fs/cgroup/unified",
 		wantFreezer: "/sys/fs/cgroup/freezer",
 	}, {
@@ -71,27 +47,27 @@ func TestDiscover(t *testing.T) {
 			"proc/self/mountinfo":              v2MountInfo,
 			"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc\n",
 		},
-		wantMemory:  cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: "/sys/fs/cgroup", Root: "/"},
+		wantMemory:  layout.Hierarchy{Version: layout.V2, Mount: "/sys/fs/cgroup", Root: "/"},
 		wantUnified: "/sys/fs/cgroup",
 	}, {
 		name: "v1 only",
 		files: map[string]string{
 			"proc/self/mountinfo": "34 30 0:31 / $ROOT/cg/memory rw - cgroup cgroup rw,memory,cpu\n",
 		},
-		wantMemory: cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/cg/memory", Root: "/"},
+		wantMemory: layout.Hierarchy{Version: layout.V1, Mount: "/cg/memory", Root: "/"},
 	}, {
 		name: "a mount of the whole hierarchy wins over a container's bind mount of a subtree",
 		files: map[string]string{
 			"proc/self/mountinfo": "34 30 0:31 /docker/c1 $ROOT/c1 rw - cgroup cgroup rw,memory\n" +
 				"35 30 0:31 / $ROOT/all rw - cgroup cgroup rw,memory\n",
 		},
-		wantMemory: cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/all", Root: "/"},
+		wantMemory: layout.Hierarchy{Version: layout.V1, Mount: "/all", Root: "/"},
 	}, {
 		name: "a container sees only its subtree",
 		files: map[string]string{
 			"proc/self/mountinfo": "34 30 0:31 /docker/c1 $ROOT/sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
 		},
-		wantMemory: cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/sys/fs/cgroup/memory", Root: "/docker/c1"},
+		wantMemory: layout.Hierarchy{Version: layout.V1, Mount: "/sys/fs/cgroup/memory", Root: "/docker/c1"},
 	}, {
 		name: "no memory controller anywhere",
 		files: map[string]string{
@@ -112,8 +88,8 @@ func TestDiscover(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeHost(t, tt.files)
-			l, err := cgroupfs.Discover(filepath.Join(root, "proc"))
+			root := cgrouptest.FakeHost(t, tt.files)
+			l, err := layout.Discover(filepath.Join(root, "proc"))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -130,7 +106,7 @@ func TestDiscover(t *testing.T) {
 			}
 			for _, h := range []struct {
 				what string
-				got  *cgroupfs.Hierarchy
+				got  *layout.Hierarchy
 				want string
 			}{{"Unified", l.Unified, tt.wantUnified}, {"Freezer", l.Freezer, tt.wantFreezer}} {
 				switch {
@@ -145,12 +121,12 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestSelf(t *testing.T) {
-	v1 := cgroupfs.Layout{Memory: cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/m", Root: "/"}}
-	v2 := cgroupfs.Layout{Memory: cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: "/u", Root: "/"}}
+	v1 := layout.Layout{Memory: layout.Hierarchy{Version: layout.V1, Mount: "/m", Root: "/"}}
+	v2 := layout.Layout{Memory: layout.Hierarchy{Version: layout.V2, Mount: "/u", Root: "/"}}
 	tests := []struct {
 		name    string
 		cgroup  string
-		layout  cgroupfs.Layout
+		layout  layout.Layout
 		want    host.Cgroup
 		wantErr string
 	}{
@@ -163,8 +139,8 @@ func TestSelf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := fakeHost(t, map[string]string{"proc/self/cgroup": tt.cgroup})
-			got, err := cgroupfs.Self(filepath.Join(root, "proc"), tt.layout)
+			root := cgrouptest.FakeHost(t, map[string]string{"proc/self/cgroup": tt.cgroup})
+			got, err := layout.Self(filepath.Join(root, "proc"), tt.layout)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -179,11 +155,11 @@ func TestSelf(t *testing.T) {
 }
 
 func TestHierarchyDirAndCgroup(t *testing.T) {
-	whole := cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/sys/fs/cgroup/memory", Root: "/"}
-	sub := cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: "/sys/fs/cgroup/memory", Root: "/docker/c1"}
+	whole := layout.Hierarchy{Version: layout.V1, Mount: "/sys/fs/cgroup/memory", Root: "/"}
+	sub := layout.Hierarchy{Version: layout.V1, Mount: "/sys/fs/cgroup/memory", Root: "/docker/c1"}
 	tests := []struct {
 		name string
-		h    cgroupfs.Hierarchy
+		h    layout.Hierarchy
 		cg   host.Cgroup
 		dir  string // "" when cg has no directory
 	}{
@@ -218,7 +194,7 @@ func TestHierarchyDirAndCgroup(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	root := fakeHost(t, map[string]string{
+	root := cgrouptest.FakeHost(t, map[string]string{
 		"memory/a/b/":                 "",
 		"memory/a/memory.stat":        "cache 0\n",
 		"unified/a/b/":                "",
@@ -226,10 +202,10 @@ func TestResolve(t *testing.T) {
 		"memory/notes/not-a-cgroup":   "x",
 		"memory/a/b/memory.limit_max": "0",
 	})
-	l := cgroupfs.Layout{
-		Memory:  cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: filepath.Join(root, "memory"), Root: "/"},
-		Unified: &cgroupfs.Hierarchy{Version: cgroupfs.V2, Mount: filepath.Join(root, "unified"), Root: "/"},
-		Freezer: &cgroupfs.Hierarchy{Version: cgroupfs.V1, Mount: filepath.Join(root, "freezer"), Root: "/"},
+	l := layout.Layout{
+		Memory:  layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "memory"), Root: "/"},
+		Unified: &layout.Hierarchy{Version: layout.V2, Mount: filepath.Join(root, "unified"), Root: "/"},
+		Freezer: &layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "freezer"), Root: "/"},
 	}
 	tests := []struct {
 		arg     string
@@ -286,7 +262,7 @@ func TestResolve(t *testing.T) {
 // CFTYPE_NOT_ON_ROOT); Observe relies on their absence there.
 func TestDiscoverRealKernel(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	self, err := cgroupfs.Self("/proc", l)
+	self, err := layout.Self("/proc", l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +272,7 @@ func TestDiscoverRealKernel(t *testing.T) {
 	}
 	var present, absent []string
 	switch {
-	case l.Memory.Version == cgroupfs.V1:
+	case l.Memory.Version == layout.V1:
 		present = []string{"memory.usage_in_bytes", "memory.limit_in_bytes", "memory.stat", "memory.failcnt"}
 	case cg == "/":
 		present = []string{"memory.stat"}

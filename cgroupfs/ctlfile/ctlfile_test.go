@@ -1,4 +1,4 @@
-package cgroupfs_test
+package ctlfile_test
 
 import (
 	"context"
@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
+
+const mib = 1 << 20
 
 // issue 9, defect 12: a control write that reclaims (v1: a limit below
 // usage; v2: memory.reclaim) runs in the writer's context for as long as
@@ -24,9 +27,9 @@ import (
 func TestControlWriteStopsWhenContextEnds(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	const cancelAfter = 20 * time.Millisecond
-	size := dirtySize(t)
+	size := cgrouptest.DirtySize(t)
 	c := cgrouptest.New(t, l, 0)
-	dirtyFile := filepath.Join(diskDir(t), "dirty")
+	dirtyFile := filepath.Join(cgrouptest.DiskDir(t), "dirty")
 	cgrouptest.StartWriter(t, c, dirtyFile, size)
 	// Write the dirty pages back before the next test, whose journal
 	// fsyncs would otherwise wait for them.
@@ -37,17 +40,17 @@ func TestControlWriteStopsWhenContextEnds(t *testing.T) {
 		}
 	})
 	file, value := filepath.Join(c.Dir, "memory.reclaim"), strconv.FormatInt(size, 10)
-	if l.Memory.Version == cgroupfs.V1 {
-		file, value = filepath.Join(c.Dir, cgroupfs.FileLimitV1), strconv.Itoa(4*mib)
+	if l.Memory.Version == layout.V1 {
+		file, value = filepath.Join(c.Dir, "memory.limit_in_bytes"), strconv.Itoa(4*mib)
 	}
-	before := usage(t, l, c)
+	before := c.Usage(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(cancelAfter, cancel)
 	start := time.Now()
-	err := cgroupfs.WriteCtx(ctx, file, value)
+	err := ctlfile.WriteCtx(ctx, file, value)
 	took := time.Since(start)
-	after := usage(t, l, c)
+	after := c.Usage(t)
 	t.Logf("write %s to %s, cancelled after %v: returned after %v: %v; usage %.1f -> %.1f MiB",
 		value, file, cancelAfter, took.Round(time.Microsecond), err, float64(before)/mib, float64(after)/mib)
 	if err == nil {
@@ -56,8 +59,8 @@ func TestControlWriteStopsWhenContextEnds(t *testing.T) {
 		// that met the whole request ends the write without one. The
 		// bound still holds: the write did not outlast the cancel by
 		// more than a second.
-		if took > cancelAfter+vmSlack() {
-			t.Errorf("the write finished %v after the cancel, want within %v", took-cancelAfter, vmSlack())
+		if took > cancelAfter+cgrouptest.VMSlack() {
+			t.Errorf("the write finished %v after the cancel, want within %v", took-cancelAfter, cgrouptest.VMSlack())
 		}
 		t.Logf("the kernel met the request in one reclaim round (%v), before it looked for the signal: nothing to interrupt", took)
 		return
@@ -76,12 +79,15 @@ func TestControlWriteStopsWhenContextEnds(t *testing.T) {
 	}
 }
 
-// vmSlack is how long past its cancel a control write may take: a second,
-// and four under qemu's emulation (MEMCGD_VM=1), which runs the kernel
-// several times slower.
-func vmSlack() time.Duration {
-	if os.Getenv("MEMCGD_VM") == "1" {
-		return 4 * time.Second
+func TestWriteControlRefusesFilesOutsideCgroupfs(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "memory.limit_in_bytes")
+	if err := os.WriteFile(p, []byte("5\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return time.Second
+	if err := ctlfile.Write(p, "1"); err == nil {
+		t.Errorf("ctlfile.Write(%s) on %s: no error", p, "a disk filesystem")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "5\n" {
+		t.Errorf("file changed to %q", b)
+	}
 }

@@ -1,6 +1,4 @@
-// Package cgroupfs drives the real kernel's memory cgroups, v1 and v2,
-// through cgroupfs and procfs.
-package cgroupfs
+package layout
 
 import (
 	"errors"
@@ -42,7 +40,7 @@ type Hierarchy struct {
 // Dir returns the cgroupfs directory of cg. A cgroup outside the mounted
 // subtree has no directory: Dir returns "", which no file operation opens.
 func (h Hierarchy) Dir(cg host.Cgroup) string {
-	rel, ok := within(h.Root, string(cg))
+	rel, ok := Within(h.Root, string(cg))
 	if !ok {
 		return ""
 	}
@@ -58,9 +56,9 @@ func (h Hierarchy) Cgroup(dir string) (host.Cgroup, error) {
 	return host.Cgroup(path.Join(h.Root, filepath.ToSlash(rel))), nil
 }
 
-// within returns cg relative to root ("." for root itself) when cg is root
-// or beneath it.
-func within(root, cg string) (string, bool) {
+// Within returns cg relative to root ("." for root itself) when cg is root
+// or beneath it: both are cgroup paths, or both paths of directories.
+func Within(root, cg string) (string, bool) {
 	root, cg = path.Clean(root), path.Clean(cg)
 	if !path.IsAbs(cg) {
 		return "", false
@@ -207,7 +205,7 @@ func (l Layout) Resolve(arg string) (host.Cgroup, error) {
 		return "", fmt.Errorf("cgroup %q: %s", arg, want)
 	}
 	var cg host.Cgroup
-	if _, ok := within(l.Memory.Mount, arg); ok {
+	if _, ok := Within(l.Memory.Mount, arg); ok {
 		var err error
 		if cg, err = l.Memory.Cgroup(arg); err != nil {
 			return "", fmt.Errorf("cgroup %q: %w; %s", arg, err, want)
@@ -243,7 +241,7 @@ func (l Layout) UnifiedDir(cg host.Cgroup) (string, bool) {
 	if l.Unified == nil {
 		return "", false
 	}
-	return existingDir(l.Unified.Dir(cg))
+	return ExistingDir(l.Unified.Dir(cg))
 }
 
 // FreezerDir returns the directory of cg in the v1 freezer hierarchy, if
@@ -252,10 +250,13 @@ func (l Layout) FreezerDir(cg host.Cgroup) (string, bool) {
 	if l.Freezer == nil {
 		return "", false
 	}
-	return existingDir(l.Freezer.Dir(cg))
+	return ExistingDir(l.Freezer.Dir(cg))
 }
 
-func existingDir(dir string) (string, bool) {
+// ExistingDir returns dir and whether it is an existing directory; "" is
+// none. A cgroup's directory that has gone tells a vanished cgroup from
+// another error.
+func ExistingDir(dir string) (string, bool) {
 	if dir == "" {
 		return "", false
 	}
@@ -264,4 +265,21 @@ func existingDir(dir string) (string, bool) {
 		return "", false
 	}
 	return dir, true
+}
+
+// BeneathOrAt reports whether cg is top or one of its descendants.
+func BeneathOrAt(top, cg host.Cgroup) bool {
+	_, ok := Within(string(top), string(cg))
+	return ok
+}
+
+// CheckPath refuses a cgroup path that is not absolute and clean: one with
+// "..", "." or empty elements, which could name a directory outside the
+// hierarchy or another cgroup than it seems to.
+func CheckPath(cg host.Cgroup) error {
+	s := string(cg)
+	if !path.IsAbs(s) || path.Clean(s) != s || strings.Contains(s, "\n") {
+		return fmt.Errorf("cgroup path %q: want an absolute, clean path such as /a/b", s)
+	}
+	return nil
 }

@@ -1,4 +1,12 @@
-package cgroupfs
+// Package ctlfile reads and writes cgroupfs control files with raw system
+// calls, and names what a control file belongs to: its cgroup's inode
+// number and the kernel's boot.
+//
+// Invariants: a write goes only to a file on cgroupfs (fstatfs is checked
+// on the open descriptor), in one write(2) that the caller's context can
+// interrupt; a missing cgroup is host.ErrVanished, whichever call found it.
+// Nothing here keeps state between calls.
+package ctlfile
 
 import (
 	"context"
@@ -8,16 +16,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
+	"unsafe"
 
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
 
-// This file holds the package's plain file I/O on cgroupfs control files:
-// reading one, writing one with raw system calls, and a cgroup's identity.
-
-// readControl reads a cgroupfs control file and returns its content
+// Read reads a cgroupfs control file and returns its content
 // without the trailing newline. A missing cgroup is host.ErrVanished.
 //
 // It reads with raw system calls, as it writes: os.ReadFile also fstats
@@ -25,26 +32,26 @@ import (
 // runtime's poller and unregisters it at close, seven calls for one read
 // where four do. The v1 squeeze reads several per step, at hundreds of
 // steps a second for a fast writer.
-func readControl(p string) (string, error) {
-	fd, err := openRead(append([]byte(p), 0))
+func Read(p string) (string, error) {
+	fd, err := OpenRead(append([]byte(p), 0))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, vanished(err))
+		return "", fmt.Errorf("read %s: %w", p, Vanished(err))
 	}
 	defer unix.Close(fd)
 	var buf [512]byte // most control files are a line; memory.stat is 1-2 KiB
 	b := buf[:]
-	out, err := preadAll(fd, &b)
+	out, err := PreadAll(fd, &b)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, vanished(err))
+		return "", fmt.Errorf("read %s: %w", p, Vanished(err))
 	}
 	return strings.TrimSuffix(string(out), "\n"), nil
 }
 
-// preadAll reads fd from offset 0 into *buf, growing it as needed, and
+// PreadAll reads fd from offset 0 into *buf, growing it as needed, and
 // returns what it read. On a kernfs control file a read at offset 0
 // regenerates the contents (fs/seq_file.c, seq_read_iter), so a file kept
 // open reads as fresh as a new one.
-func preadAll(fd int, buf *[]byte) ([]byte, error) {
+func PreadAll(fd int, buf *[]byte) ([]byte, error) {
 	n := 0
 	for {
 		if n == len(*buf) {
@@ -64,9 +71,9 @@ func preadAll(fd int, buf *[]byte) ([]byte, error) {
 	}
 }
 
-// readUint reads a single-number control file such as memory.current.
-func readUint(p string) (uint64, error) {
-	s, err := readControl(p)
+// ReadUint reads a single-number control file such as memory.current.
+func ReadUint(p string) (uint64, error) {
+	s, err := Read(p)
 	if err != nil {
 		return 0, err
 	}
@@ -77,9 +84,9 @@ func readUint(p string) (uint64, error) {
 	return v, nil
 }
 
-// readLimit reads a limit file: a number of bytes or "max".
-func readLimit(p string) (uint64, error) {
-	s, err := readControl(p)
+// ReadLimit reads a limit file: a number of bytes or "max".
+func ReadLimit(p string) (uint64, error) {
+	s, err := Read(p)
 	if err != nil {
 		return 0, err
 	}
@@ -90,12 +97,12 @@ func readLimit(p string) (uint64, error) {
 	return v, nil
 }
 
-// writeControl is writeControlCtx that cannot be cancelled.
-func writeControl(p, value string) error {
-	return writeControlCtx(context.Background(), p, value)
+// Write is WriteCtx that cannot be cancelled.
+func Write(p, value string) error {
+	return WriteCtx(context.Background(), p, value)
 }
 
-// writeControlCtx writes value to a cgroupfs control file in one write(2),
+// WriteCtx writes value to a cgroupfs control file in one write(2),
 // after checking with fstatfs that the open file is on cgroupfs (v1 or
 // v2), so that no path, however it was made, gets memcgd to write
 // elsewhere. A missing cgroup is host.ErrVanished; the kernel's own errors
@@ -113,10 +120,10 @@ func writeControl(p, value string) error {
 // mem_cgroup_resize_max return -EINTR on signal_pending). So when ctx ends
 // during the write, the writing thread is sent SIGURG, which the Go runtime
 // expects and ignores (it is its own preemption signal): the write returns
-// EINTR and writeControlCtx returns ctx's error. A cancellation that lands
+// EINTR and WriteCtx returns ctx's error. A cancellation that lands
 // just before the write(2) starts is noticed only after it returns, which
-// the callers bound by writing at most ReclaimChunk at a time.
-func writeControlCtx(ctx context.Context, p, value string) error {
+// the callers bound by writing at most act.ReclaimChunk at a time.
+func WriteCtx(ctx context.Context, p, value string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
@@ -126,7 +133,7 @@ func writeControlCtx(ctx context.Context, p, value string) error {
 	}
 	defer unix.Close(fd)
 	if err := writeInterruptible(ctx, fd, []byte(value)); err != nil {
-		return fmt.Errorf("write %q to %s: %w", value, p, vanished(err))
+		return fmt.Errorf("write %q to %s: %w", value, p, Vanished(err))
 	}
 	return nil
 }
@@ -143,7 +150,7 @@ func openControl(p string) (int, error) {
 		}
 	}
 	if err != nil {
-		return -1, fmt.Errorf("write %s: %w", p, vanished(&os.PathError{Op: "open", Path: p, Err: err}))
+		return -1, fmt.Errorf("write %s: %w", p, Vanished(&os.PathError{Op: "open", Path: p, Err: err}))
 	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(fd, &st); err != nil {
@@ -158,7 +165,7 @@ func openControl(p string) (int, error) {
 }
 
 // writeInterruptible writes b to fd in one write(2), retrying EINTR while
-// ctx lasts; see writeControlCtx for how ctx interrupts it.
+// ctx lasts; see WriteCtx for how ctx interrupts it.
 func writeInterruptible(ctx context.Context, fd int, b []byte) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -182,30 +189,30 @@ func writeInterruptible(ctx context.Context, fd int, b []byte) error {
 	}
 }
 
-// cgroupIno returns the inode number of the cgroup directory dir: on
+// Ino returns the inode number of the cgroup directory dir: on
 // cgroup v2 the cgroup id (kernel/cgroup/cgroup.c cgroup_id is the kernfs
 // node id, which is the inode number, fs/kernfs/inode.c kernfs_init_inode),
 // on v1 likewise the kernfs node id. Node ids are allocated cyclically
 // (fs/kernfs/dir.c kernfs_new_node, idr_alloc_cyclic, with a generation in
 // the upper 32 bits on 64-bit hosts), so a cgroup removed and created again
 // under the same name gets a different one.
-func cgroupIno(dir string) (uint64, error) {
+func Ino(dir string) (uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", dir, vanished(err))
+		return 0, fmt.Errorf("stat %s: %w", dir, Vanished(err))
 	}
 	return st.Ino, nil
 }
 
-// controlIno is cgroupIno of the directory holding control file p.
-func controlIno(p string) (uint64, error) { return cgroupIno(filepath.Dir(p)) }
+// FileIno is Ino of the directory holding control file p.
+func FileIno(p string) (uint64, error) { return Ino(filepath.Dir(p)) }
 
 // bootIDFile names this boot of the kernel: a random UUID made at boot
 // (drivers/char/random.c, proc_do_uuid for boot_id).
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-// readBootID returns the boot id.
-func readBootID() (string, error) {
+// BootID returns the boot id.
+func BootID() (string, error) {
 	b, err := os.ReadFile(bootIDFile)
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
@@ -217,12 +224,41 @@ func readBootID() (string, error) {
 	return id, nil
 }
 
-// vanished wraps err with host.ErrVanished when it says the cgroup is gone:
+// Vanished wraps err with host.ErrVanished when it says the cgroup is gone:
 // ENOENT opening a file of a removed directory, ENODEV using a file whose
 // cgroup was removed while it was open (fs/kernfs/file.c).
-func vanished(err error) error {
+func Vanished(err error) error {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 		return fmt.Errorf("%w: %w", host.ErrVanished, err)
 	}
 	return err
+}
+
+// IsVanished reports an error from a cgroup file or directory that was
+// removed: ENOENT once it is gone, ENODEV from a file opened before the
+// removal (fs/kernfs/file.c: kernfs_get_active fails on a removed node).
+func IsVanished(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV)
+}
+
+// PageSize is the unit in which the kernel keeps memory limits
+// (mm/page_counter.c): a byte limit is rounded down to it.
+const PageSize = 4096
+
+// OpenRead opens the NUL-terminated path for reading with openat(2),
+// called directly because every path-taking wrapper copies the path to a
+// new C string.
+func OpenRead(path []byte) (int, error) {
+	cwd := unix.AT_FDCWD // a negative constant; convert it at run time
+	for {
+		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(cwd),
+			uintptr(unsafe.Pointer(&path[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+		switch errno {
+		case 0:
+			return int(fd), nil
+		case syscall.EINTR:
+			continue
+		}
+		return -1, errno
+	}
 }

@@ -30,3 +30,9 @@ func RefusePSI(w *Watcher, refuse func(dir string) error) {
 		return write(dir, fd, b)
 	}
 }
+
+// SqueezeV1 and DirtyBytes are squeezeV1 and dirtyBytes.
+var (
+	SqueezeV1  = squeezeV1
+	DirtyBytes = dirtyBytes
+)

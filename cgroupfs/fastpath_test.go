@@ -19,6 +19,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -42,7 +43,7 @@ func loadTracker(t *testing.T) *dirtytrack.Tracker {
 }
 
 // trackedFS returns an FS of l with the tracker tr (nil: the fallback).
-func trackedFS(t *testing.T, l layout.Layout, under host.Cgroup, j *cgroupfs.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
+func trackedFS(t *testing.T, l layout.Layout, under host.Cgroup, j *journal.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
 	t.Helper()
 	fs, err := cgroupfs.NewFSOptions(l, "/proc", under, j, cgroupfs.FSOptions{Tracker: tr})
 	if err != nil {
@@ -367,7 +368,7 @@ func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
 	v1only.Unified = nil // the v1 freezer, as on a host without a unified mirror
 	cg := host.Cgroup(path.Join(string(p.Path), "svc"))
 	frzDir := l.Freezer.Dir(cg)
-	fs := trackedFS(t, v1only, "/", journal(t, l), nil)
+	fs := trackedFS(t, v1only, "/", cgrouptest.Journal(t, l), nil)
 	// Registered before the cgroup and the writer, so that it runs after
 	// they are gone.
 	t.Cleanup(func() {
@@ -440,7 +441,7 @@ func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
 	// No freezer at all: a layout without the v1 freezer hierarchy.
 	none := v1only
 	none.Freezer = nil
-	nfs := trackedFS(t, none, "/", journal(t, l), nil)
+	nfs := trackedFS(t, none, "/", cgrouptest.Journal(t, l), nil)
 	_, err = nfs.Freeze(ctx, cg)
 	var tu *cgroupfs.ThrottleUnavailable
 	if !errors.As(err, &tu) || !errors.Is(err, errors.ErrUnsupported) {

@@ -227,7 +227,7 @@ func TestEnsureFreezerThrottlesAMemoryOnlyCgroup(t *testing.T) {
 	}
 
 	// Before: no freezer has the cgroup.
-	err := cgroupfs.Pause(context.Background(), v1only, cg, time.Millisecond, journal(t, l))
+	err := cgroupfs.Pause(context.Background(), v1only, cg, time.Millisecond, cgrouptest.Journal(t, l))
 	if !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Pause before EnsureFreezer: %v, want errors.ErrUnsupported", err)
 	}
@@ -244,7 +244,7 @@ func TestEnsureFreezerThrottlesAMemoryOnlyCgroup(t *testing.T) {
 	if got := freezerOfTask(t, a.Process.Pid); got != cg {
 		t.Errorf("writer's freezer cgroup %s after EnsureFreezer, want %s", got, cg)
 	}
-	if err := cgroupfs.Pause(context.Background(), v1only, cg, time.Millisecond, journal(t, l)); err != nil {
+	if err := cgroupfs.Pause(context.Background(), v1only, cg, time.Millisecond, cgrouptest.Journal(t, l)); err != nil {
 		t.Errorf("Pause after EnsureFreezer: %v", err)
 	}
 

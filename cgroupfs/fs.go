@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -22,7 +24,7 @@ type FS struct {
 	layout   layout.Layout
 	procRoot string
 	under    host.Cgroup
-	journal  *Journal
+	journal  *journal.Journal
 	bio      *BoundedIO
 	flusher  *Flusher
 	fast     *fastPath // the tracker's share; fastpath.go
@@ -35,7 +37,7 @@ type FS struct {
 	// (Reader.KeepFilesOpen); at most cap(readers) are kept, and one
 	// returned beyond that is closed, so that no file is left open
 	// unaccounted.
-	readers chan *Reader
+	readers chan *observe.Reader
 }
 
 // idleReaders is how many idle Readers FS keeps: the agent's workers and
@@ -53,7 +55,7 @@ var (
 // NewFS returns the host for the cgroups beneath under in layout l, with
 // the default FSOptions. journal may be nil only for a read-only FS
 // (memcgd stat): then the stateful actions fail.
-func NewFS(l layout.Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
+func NewFS(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal) *FS {
 	fs, err := NewFSOptions(l, procRoot, under, journal, FSOptions{})
 	if err != nil {
 		panic(err) // the defaults are valid
@@ -90,7 +92,7 @@ type FSOptions struct {
 const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
-func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
+func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal, opts FSOptions) (*FS, error) {
 	bio, err := NewBoundedIO(opts.IO)
 	if err != nil {
 		return nil, err
@@ -108,24 +110,24 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
 		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
-	fs.readers = make(chan *Reader, idleReaders)
+	fs.readers = make(chan *observe.Reader, idleReaders)
 	return fs, nil
 }
 
 // reader returns an idle Reader, or a new one.
-func (fs *FS) reader() *Reader {
+func (fs *FS) reader() *observe.Reader {
 	select {
 	case r := <-fs.readers:
 		return r
 	default:
-		r := NewReader(fs.layout)
+		r := observe.NewReader(fs.layout)
 		r.KeepFilesOpen()
 		return r
 	}
 }
 
 // putReader makes r idle again, or closes it when enough are.
-func (fs *FS) putReader(r *Reader) {
+func (fs *FS) putReader(r *observe.Reader) {
 	select {
 	case fs.readers <- r:
 	default:

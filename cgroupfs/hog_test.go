@@ -87,7 +87,7 @@ func startHog(t *testing.T, c *cgrouptest.Cgroup, size uint64, churn bool) int {
 // rss; other keys are read as named.
 func statValue(t *testing.T, c *cgrouptest.Cgroup, key string) uint64 {
 	t.Helper()
-	st := statFile(t, c.Dir)
+	st := cgrouptest.StatFile(t, c.Dir)
 	if v, ok := st[key]; ok {
 		return v
 	}

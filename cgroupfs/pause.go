@@ -12,6 +12,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
@@ -52,7 +53,7 @@ var ErrFrozenByOther = errors.New("frozen by someone else")
 // a crash at any point is undone by the next run's Recover, which thaws
 // the cgroup if it is still frozen with memcgd's freeze.
 //
-// Each step first reads the freezer file and stops with ErrChangedByOther
+// Each step first reads the freezer file and stops with journal.ErrChangedByOther
 // if it does not hold what memcgd wrote last: a user who thawed the cgroup
 // meanwhile keeps it thawed, and memcgd does not freeze it again in this
 // episode. A user who freezes the cgroup while memcgd's own freeze is in
@@ -74,7 +75,7 @@ type Frozen struct {
 	stop func() bool // ends the context watch
 
 	mu sync.Mutex // guards a
-	a  *applied
+	a  *journal.Applied
 }
 
 // Freeze starts a throttle episode: it records the freeze in j (one
@@ -87,7 +88,7 @@ type Frozen struct {
 //
 // When ctx ends, the episode ends (End) at once, from another goroutine:
 // the cgroup is never left frozen past its caller.
-func Freeze(ctx context.Context, l layout.Layout, cg host.Cgroup, j *Journal) (*Frozen, error) {
+func Freeze(ctx context.Context, l layout.Layout, cg host.Cgroup, j *journal.Journal) (*Frozen, error) {
 	return freeze(ctx, l, "", cg, j, nil)
 }
 
@@ -95,7 +96,7 @@ func Freeze(ctx context.Context, l layout.Layout, cg host.Cgroup, j *Journal) (*
 // freezer can hold gets its freezer cgroup made and its tasks swept into
 // it first (EnsureFreezer; docs/freezer.md), and made receives the
 // directories created.
-func freeze(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, j *Journal, made *[]string) (*Frozen, error) {
+func freeze(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, j *journal.Journal, made *[]string) (*Frozen, error) {
 	if j == nil {
 		return nil, fmt.Errorf("freeze %s: a freeze needs a journal; got nil", cg)
 	}
@@ -103,7 +104,7 @@ func freeze(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgrou
 	if err != nil {
 		return nil, fmt.Errorf("freeze %s: %w", cg, err)
 	}
-	a, err := j.apply(ctx, fz.file, fz.freeze, fz.freeze, func(original string) error {
+	a, err := j.Apply(ctx, fz.file, fz.freeze, fz.freeze, func(original string) error {
 		if original != fz.thaw {
 			return fmt.Errorf("%s holds %q: %w", fz.file, original, ErrFrozenByOther)
 		}
@@ -132,7 +133,7 @@ func (f *Frozen) Refreeze() error {
 func (f *Frozen) step(ctx context.Context, v, what string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.a.set(ctx, v); err != nil {
+	if err := f.a.Set(ctx, v); err != nil {
 		return fmt.Errorf("%s %s (%s %s): %w", what, f.cg, f.fz.hierarchy, f.fz.dir, err)
 	}
 	return nil
@@ -164,7 +165,7 @@ func (f *Frozen) End() error {
 	f.stop()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.a.undo(); err != nil {
+	if err := f.a.Undo(); err != nil {
 		return fmt.Errorf("end freeze of %s (%s %s): %w", f.cg, f.fz.hierarchy, f.fz.dir, err)
 	}
 	return nil
@@ -176,12 +177,12 @@ func (f *Frozen) End() error {
 // by then. A cgroup already frozen by someone else is left alone (no
 // error). Pause thaws even when ctx is cancelled during the pause, and
 // then returns ctx's error.
-func Pause(ctx context.Context, l layout.Layout, cg host.Cgroup, d time.Duration, j *Journal) error {
+func Pause(ctx context.Context, l layout.Layout, cg host.Cgroup, d time.Duration, j *journal.Journal) error {
 	return pause(ctx, l, "", cg, d, j, nil)
 }
 
 // pause is Pause through freeze, with its procRoot and made.
-func pause(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, d time.Duration, j *Journal, made *[]string) error {
+func pause(ctx context.Context, l layout.Layout, procRoot string, cg host.Cgroup, d time.Duration, j *journal.Journal, made *[]string) error {
 	if d < 0 {
 		return fmt.Errorf("pause %s: duration %v: want 0 or more (at most %v)", cg, d, MaxPause)
 	}
@@ -239,7 +240,7 @@ func freezerOf(l layout.Layout, procRoot string, cg host.Cgroup, made *[]string)
 	memDir := l.Memory.Dir(cg)
 	var tried []string
 	if dir, ok := l.UnifiedDir(cg); ok {
-		file := filepath.Join(dir, fileFreeze)
+		file := filepath.Join(dir, journal.FileFreeze)
 		fz := freezer{file: file, freeze: "1", thaw: "0", dir: dir, hierarchy: "cgroup v2",
 			frozen: func() (bool, error) { return frozenV2(dir) }}
 		if _, err := os.Stat(file); err == nil { // the root cgroup has none
@@ -257,11 +258,11 @@ func freezerOf(l layout.Layout, procRoot string, cg host.Cgroup, made *[]string)
 		}
 	}
 	if dir, ok := l.FreezerDir(cg); ok {
-		file := filepath.Join(dir, fileFreezerV1)
-		fz := freezer{file: file, freeze: freezerFrozenV1, thaw: freezerThawedV1, dir: dir, hierarchy: "cgroup v1 freezer",
+		file := filepath.Join(dir, journal.FileFreezerV1)
+		fz := freezer{file: file, freeze: journal.FreezerFrozenV1, thaw: journal.FreezerThawedV1, dir: dir, hierarchy: "cgroup v1 freezer",
 			frozen: func() (bool, error) {
 				s, err := ctlfile.Read(file)
-				return s == freezerFrozenV1, err
+				return s == journal.FreezerFrozenV1, err
 			}}
 		if _, err := os.Stat(file); err == nil {
 			return fz, sameTasks(dir, memDir)

@@ -12,6 +12,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 )
 
 // freezerFile returns the freezer file the layout fz makes Freeze use for
@@ -19,10 +20,10 @@ import (
 func freezerFile(t *testing.T, fz freezer, c *cgrouptest.Cgroup) (file, frozen, thawed string) {
 	t.Helper()
 	if dir, ok := fz.layout.UnifiedDir(c.Path); ok {
-		return filepath.Join(dir, cgroupfs.FileFreeze), "1", "0"
+		return filepath.Join(dir, journal.FileFreeze), "1", "0"
 	}
 	if dir, ok := fz.layout.FreezerDir(c.Path); ok {
-		return filepath.Join(dir, cgroupfs.FileFreezerV1), "FROZEN", cgroupfs.FreezerThawedV1
+		return filepath.Join(dir, journal.FileFreezerV1), "FROZEN", journal.FreezerThawedV1
 	}
 	t.Fatalf("no freezer for %s", c.Path)
 	return
@@ -39,7 +40,7 @@ func TestFreezeEpisodeCycles(t *testing.T) {
 		t.Run(fz.name, func(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			pid := c.Start(t, "sh", "-c", "while :; do :; done").Process.Pid
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			jpath := j.Path()
 			ctx := context.Background()
 
@@ -124,7 +125,7 @@ func TestFreezeEpisodeEnds(t *testing.T) {
 		t.Run(fz.name+"/context cancelled", func(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			c.Start(t, "sleep", "60")
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			ctx, cancel := context.WithCancel(context.Background())
 			f, err := cgroupfs.Freeze(ctx, fz.layout, c.Path, j)
 			if err != nil {
@@ -150,7 +151,7 @@ func TestFreezeEpisodeEnds(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			c.Start(t, "sleep", "60")
 			path := filepath.Join(t.TempDir(), "journal")
-			j, err := cgroupfs.OpenJournal(path, fz.layout)
+			j, err := journal.OpenJournal(path, fz.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func TestFreezeEpisodeEnds(t *testing.T) {
 			if thawed(t, l, c) {
 				t.Fatal("not frozen before the crash")
 			}
-			j, err = cgroupfs.OpenJournal(path, fz.layout)
+			j, err = journal.OpenJournal(path, fz.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +189,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			if err := ctlfile.Write(file, frozen); err != nil {
 				t.Fatal(err)
 			}
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			if _, err := cgroupfs.Freeze(context.Background(), fz.layout, c.Path, j); !errors.Is(err, cgroupfs.ErrFrozenByOther) {
 				t.Errorf("Freeze of a frozen cgroup: %v, want ErrFrozenByOther", err)
 			}
@@ -201,7 +202,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			if p := j.Pending(); len(p) != 0 {
 				t.Errorf("journal holds %v, want nothing pending", p)
 			}
-			if err := ctlfile.Write(file, map[string]string{"1": "0", "FROZEN": cgroupfs.FreezerThawedV1}[frozen]); err != nil {
+			if err := ctlfile.Write(file, map[string]string{"1": "0", "FROZEN": journal.FreezerThawedV1}[frozen]); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -209,7 +210,7 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
 			c.Start(t, "sleep", "60")
 			file, _, thawedValue := freezerFile(t, fz, c)
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			f, err := cgroupfs.Freeze(context.Background(), fz.layout, c.Path, j)
 			if err != nil {
 				t.Fatal(err)
@@ -219,14 +220,14 @@ func TestFreezeLeavesOtherWritersAlone(t *testing.T) {
 			}
 			// memcgd's own Thaw finds the cgroup thawed, not as memcgd
 			// left it: the episode must not freeze it again.
-			if err := f.Thaw(); !errors.Is(err, cgroupfs.ErrChangedByOther) {
-				t.Errorf("Thaw after someone else's thaw: %v, want ErrChangedByOther", err)
+			if err := f.Thaw(); !errors.Is(err, journal.ErrChangedByOther) {
+				t.Errorf("Thaw after someone else's thaw: %v, want journal.ErrChangedByOther", err)
 			}
-			if err := f.Refreeze(); !errors.Is(err, cgroupfs.ErrChangedByOther) {
-				t.Errorf("Refreeze after someone else's thaw: %v, want ErrChangedByOther", err)
+			if err := f.Refreeze(); !errors.Is(err, journal.ErrChangedByOther) {
+				t.Errorf("Refreeze after someone else's thaw: %v, want journal.ErrChangedByOther", err)
 			}
-			if err := f.End(); !errors.Is(err, cgroupfs.ErrChangedByOther) {
-				t.Errorf("End after someone else's thaw: %v, want ErrChangedByOther", err)
+			if err := f.End(); !errors.Is(err, journal.ErrChangedByOther) {
+				t.Errorf("End after someone else's thaw: %v, want journal.ErrChangedByOther", err)
 			}
 			if !thawed(t, l, c) {
 				t.Error("cgroup frozen after the episode")

@@ -13,6 +13,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
@@ -54,12 +55,12 @@ func freezers(l layout.Layout) []freezer {
 func thawed(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) bool {
 	t.Helper()
 	if dir, ok := l.UnifiedDir(c.Path); ok {
-		if s, err := ctlfile.Read(filepath.Join(dir, cgroupfs.FileFreeze)); err != nil || s != "0" {
+		if s, err := ctlfile.Read(filepath.Join(dir, journal.FileFreeze)); err != nil || s != "0" {
 			return false
 		}
 	}
 	if dir, ok := l.FreezerDir(c.Path); ok {
-		if s, err := ctlfile.Read(filepath.Join(dir, cgroupfs.FileFreezerV1)); err != nil || s != cgroupfs.FreezerThawedV1 {
+		if s, err := ctlfile.Read(filepath.Join(dir, journal.FileFreezerV1)); err != nil || s != journal.FreezerThawedV1 {
 			return false
 		}
 	}
@@ -102,7 +103,7 @@ func TestPauseStopsTheCgroupForD(t *testing.T) {
 			t.Run(fz.name+"/"+tt.d.String()+"/timeout="+tt.timeout.String(), func(t *testing.T) {
 				c := cgrouptest.New(t, l, 0)
 				pid := c.Start(t, "sh", "-c", "while :; do :; done").Process.Pid
-				j := journal(t, l)
+				j := cgrouptest.Journal(t, l)
 				// A loaded machine may stall Pause's own work (the fsync,
 				// the freeze taking hold) past the slack once: an attempt
 				// over the bound is made again, up to attempts in all;
@@ -178,12 +179,12 @@ func TestPauseRefusesBadInput(t *testing.T) {
 	if l.Memory.Version == layout.V2 {
 		none.Memory.Version = layout.V1 // no freezer at all: a v1 host without one
 	}
-	j := journal(t, l)
+	j := cgrouptest.Journal(t, l)
 	tests := []struct {
 		name string
 		l    layout.Layout
 		d    time.Duration
-		j    *cgroupfs.Journal
+		j    *journal.Journal
 		want error // nil: any error
 	}{
 		{"negative duration", l, -time.Millisecond, j, nil},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
@@ -28,7 +29,7 @@ const ReclaimChunk = 16 << 20
 // Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes
 // instead, recorded in j so that a crash cannot leave the limit lowered
 // (see squeezeV1 and docs/actuators.md for why not posix_fadvise).
-func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *Journal) (uint64, error) {
+func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("reclaim %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)

@@ -51,7 +51,7 @@ func TestReclaimOfAnonOnlyCgroupReturnsPromptly(t *testing.T) {
 	const limit = 64 * mib
 	c := cgrouptest.New(t, l, limit)
 	startHog(t, c, limit-8*mib, false)
-	j := journal(t, l)
+	j := cgrouptest.Journal(t, l)
 	limitBefore := cgroupLimit(t, l, c)
 
 	t.Run("Reclaim", func(t *testing.T) {

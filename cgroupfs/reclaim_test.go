@@ -12,6 +12,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
@@ -104,7 +105,7 @@ func TestReclaimLowersUsage(t *testing.T) {
 			// memcg's dirty domain, and the squeeze works from any limit.
 			c := cgrouptest.New(t, l, 0)
 			sc.fill(t, c, filepath.Join(dir, "cache"), sz.cache)
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			before, limitBefore := c.Usage(t), limit(t, l, c)
 			start := time.Now()
 			got, err := cgroupfs.Reclaim(context.Background(), l, c.Path, sz.ask, j)
@@ -129,24 +130,13 @@ func TestReclaimLowersUsage(t *testing.T) {
 	}
 }
 
-// journal opens a fresh journal for one test.
-func journal(t *testing.T, l layout.Layout) *cgroupfs.Journal {
-	t.Helper()
-	j, err := cgroupfs.OpenJournal(filepath.Join(t.TempDir(), "journal"), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	return j
-}
-
 // limit reads the cgroup's hard limit: v1 memory.limit_in_bytes, v2
 // memory.max.
 func limit(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) string {
 	t.Helper()
 	file := "memory.max"
 	if l.Memory.Version == layout.V1 {
-		file = cgroupfs.FileLimitV1
+		file = journal.FileLimitV1
 	}
 	v, err := ctlfile.Read(filepath.Join(c.Dir, file))
 	if err != nil {
@@ -168,13 +158,13 @@ func TestReclaimV1Methods(t *testing.T) {
 	sz := reclaimSizes(t)
 	type method struct {
 		name string
-		run  func(c *cgrouptest.Cgroup, j *cgroupfs.Journal) (uint64, error)
+		run  func(c *cgrouptest.Cgroup, j *journal.Journal) (uint64, error)
 	}
 	methods := []method{
-		{"fadvise", func(c *cgrouptest.Cgroup, _ *cgroupfs.Journal) (uint64, error) {
+		{"fadvise", func(c *cgrouptest.Cgroup, _ *journal.Journal) (uint64, error) {
 			return cgroupfs.FadviseV1(context.Background(), "/proc", c.Dir, sz.ask)
 		}},
-		{"squeeze", func(c *cgrouptest.Cgroup, j *cgroupfs.Journal) (uint64, error) {
+		{"squeeze", func(c *cgrouptest.Cgroup, j *journal.Journal) (uint64, error) {
 			return cgroupfs.SqueezeV1(context.Background(), c.Dir, sz.ask, j)
 		}},
 	}
@@ -196,7 +186,7 @@ func TestReclaimV1Methods(t *testing.T) {
 				cgrouptest.StartWriter(t, sibling, filepath.Join(dir, "sibling"), min(32*mib, cgrouptest.DirtySize(t)))
 				c := cgrouptest.New(t, l, sz.limit)
 				sc.fill(t, c, filepath.Join(dir, "cache"), sz.cache)
-				j := journal(t, l)
+				j := cgrouptest.Journal(t, l)
 				before, dirtyBefore, siblingBefore := c.Usage(t), c.Dirty(t), sibling.Dirty(t)
 				limitBefore := limit(t, l, c)
 				if sc.dirty && dirtyBefore < sz.cache/2 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/host"
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,7 @@ import (
 // cgroup's tasks have open, reaches only files still open, drops pages
 // whatever their age, and cannot drop dirty ones; reclaim_v1_test.go
 // measures it against the squeeze (docs/actuators.md).
-func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint64, err error) {
+func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (got uint64, err error) {
 	if j == nil {
 		return 0, errors.New("a v1 limit squeeze needs a journal; got nil")
 	}
@@ -48,7 +49,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		return 0, err
 	}
 	usage := filepath.Join(dir, "memory.usage_in_bytes")
-	limit := filepath.Join(dir, fileLimitV1)
+	limit := filepath.Join(dir, journal.FileLimitV1)
 	before, err := ctlfile.ReadUint(usage)
 	if err != nil {
 		return 0, err
@@ -58,7 +59,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 
 	// One journal record for the whole squeeze: every step writes a limit
 	// at or above floor and then the original back.
-	var a *applied
+	var a *journal.Applied
 	var busy bool
 	var refused error
 	// asked bounds the loop: a cgroup whose tasks charge as fast as the
@@ -86,9 +87,9 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 		}
 		target := strconv.FormatUint(u-step, 10)
 		if a == nil {
-			a, err = j.apply(ctx, limit, target, lowest, nil)
+			a, err = j.Apply(ctx, limit, target, lowest, nil)
 		} else {
-			err = a.set(ctx, target)
+			err = a.Set(ctx, target)
 		}
 		if errors.Is(err, unix.EBUSY) {
 			busy, err = true, nil
@@ -98,13 +99,13 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *Journal) (got uint6
 			break
 		}
 		asked += step
-		if err = a.set(ctx, a.original); err != nil {
+		if err = a.Set(ctx, a.Original()); err != nil {
 			break
 		}
 	}
 	if a != nil {
-		if uerr := a.undo(); uerr != nil {
-			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.original, uerr))
+		if uerr := a.Undo(); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.Original(), uerr))
 		}
 	}
 	if asked == 0 && err == nil && (busy || refused != nil) {

@@ -84,7 +84,7 @@ func TestSqueezeRefusesWhereALoweredLimitCouldOOM(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.setup(t)
-			j := journal(t, l)
+			j := cgrouptest.Journal(t, l)
 			limitBefore, before := cgroupLimit(t, l, c), c.Usage(t)
 			// Ask for about the cache: the old squeeze took it.
 			got, err := cgroupfs.SqueezeV1(context.Background(), c.Dir, 4*mib, j)
@@ -124,7 +124,7 @@ func TestSqueezeNeverOOMKillsAnAnonHeavyCgroup(t *testing.T) {
 	writeSynced(t, c, file, cache)
 	c.Start(t, "sh", "-c", `while :; do cat "$0" >/dev/null; done`, file)
 	pid := startHog(t, c, anon, true)
-	j := journal(t, l)
+	j := cgrouptest.Journal(t, l)
 	before := oomControl(t, c.Dir)
 	if _, ok := before["oom_kill"]; !ok {
 		t.Skip("this kernel's memory.oom_control has no oom_kill counter (before 4.13)")
@@ -149,7 +149,7 @@ func TestSqueezeNeverOOMKillsAnAnonHeavyCgroup(t *testing.T) {
 	}
 	after := oomControl(t, c.Dir)
 	t.Logf("%d squeezes of %d MiB: %.1f MiB reclaimed in all, %d refused; oom_kill %d -> %d, failcnt %d",
-		squeeze, cache/2/mib, float64(got)/mib, refused, before["oom_kill"], after["oom_kill"], valueFile(t, c.Dir, "memory.failcnt"))
+		squeeze, cache/2/mib, float64(got)/mib, refused, before["oom_kill"], after["oom_kill"], cgrouptest.ValueFile(t, c.Dir, "memory.failcnt"))
 	if after["oom_kill"] != before["oom_kill"] {
 		t.Errorf("oom_kill %d -> %d, want no OOM kill", before["oom_kill"], after["oom_kill"])
 	}

@@ -37,7 +37,7 @@ func TestReclaimKeepsChildrensMemoryLow(t *testing.T) {
 	}
 	writeSynced(t, protected, filepath.Join(dir, "protected"), protectedCache)
 	writeSynced(t, other, filepath.Join(dir, "other"), otherCache)
-	j := journal(t, l)
+	j := cgrouptest.Journal(t, l)
 	protectedBefore, otherBefore := protected.Usage(t), other.Usage(t)
 
 	// Ask for three times all there is, in rounds.
@@ -75,5 +75,5 @@ func TestReclaimKeepsChildrensMemoryLow(t *testing.T) {
 // package format.
 func valueOf(t *testing.T, dir, name, key string) uint64 {
 	t.Helper()
-	return procValue(t, filepath.Join(dir, name), key)
+	return cgrouptest.ProcValue(t, filepath.Join(dir, name), key)
 }

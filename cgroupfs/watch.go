@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/pollfd"
 	"github.com/memcgd/memcgd/memcg"
@@ -89,8 +90,8 @@ type Watcher struct {
 	// of the cgroup at dir: write(2), or a refusal in tests.
 	writeTrigger func(dir string, fd int, b []byte) (int, error)
 
-	reader *Reader // reads at arming and on the v1 notification path
-	buf    []byte  // the v2 usage poll's read buffer
+	reader *observe.Reader // reads at arming and on the v1 notification path
+	buf    []byte          // the v2 usage poll's read buffer
 	// schedule holds the v2 watches whose usage the loop polls, by when
 	// each is next due on the monotonic clock since start; rule sets the
 	// intervals.
@@ -308,7 +309,7 @@ func NewWatcher(l layout.Layout, opts WatcherOptions) (*Watcher, error) {
 		writeTrigger: func(_ string, fd int, b []byte) (int, error) {
 			return unix.Write(fd, b)
 		},
-		reader: NewReader(l),
+		reader: observe.NewReader(l),
 		buf:    make([]byte, 4096),
 		rule:   pollRule{min: opts.MinUsagePoll, max: opts.UsagePoll, rate: float64(opts.UsageRate)},
 		start:  time.Now(),

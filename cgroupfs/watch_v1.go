@@ -88,7 +88,7 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 		}
 		return fmt.Errorf("watch %s: %w", wt.cg, err)
 	}
-	failcnt, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
+	failcnt, err := w.reader.ReadUint(w.layout.Memory, wt.cg, "memory.failcnt")
 	if err != nil {
 		unix.Close(efd)
 		return fmt.Errorf("watch: %w", err)
@@ -96,7 +96,7 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 	// Read after registering: a crossing from here on signals the
 	// eventfd, and usage already above the threshold, which the kernel
 	// never signals, is seen here.
-	usage, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
+	usage, err := w.reader.ReadUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
 	if err != nil {
 		unix.Close(efd)
 		return fmt.Errorf("watch: %w", err)
@@ -171,10 +171,10 @@ func (w *Watcher) chargeSlack() uint64 {
 func (w *Watcher) handleV1(wt *watched) {
 	var b [8]byte
 	_, _ = unix.Read(wt.efd, b[:]) // reset the counter; EAGAIN if already read
-	usage, err := w.reader.readUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
+	usage, err := w.reader.ReadUint(w.layout.Memory, wt.cg, "memory.usage_in_bytes")
 	if err == nil {
 		var failcnt uint64
-		failcnt, err = w.reader.readUint(w.layout.Memory, wt.cg, "memory.failcnt")
+		failcnt, err = w.reader.ReadUint(w.layout.Memory, wt.cg, "memory.failcnt")
 		if err == nil {
 			// Below the threshold before this signal, the kernel's
 			// check may have counted stock this read no longer shows.

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -291,7 +291,7 @@ func TestDiscoverRealKernel(t *testing.T) {
 			t.Errorf("own memory cgroup %s on %s: %s: %v, want it absent", cg, l.Memory.Version, f, err)
 		}
 	}
-	if _, err := cgroupfs.NewReader(l).Observe(cg); err != nil {
+	if _, err := observe.NewReader(l).Observe(cg); err != nil {
 		t.Errorf("Observe(%s): %v", cg, err)
 	}
 	if l.Unified != nil {

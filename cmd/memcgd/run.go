@@ -15,6 +15,7 @@ import (
 	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
@@ -168,7 +169,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	j, err := cgroupfs.OpenJournal(f.journal, l)
+	j, err := journal.OpenJournal(f.journal, l)
 	if err != nil {
 		return err
 	}

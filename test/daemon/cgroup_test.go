@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	cgobserve "github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -74,7 +74,7 @@ func writeFile(t testing.TB, p, s string) {
 // observe reads c's state as the daemon does.
 func observe(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup) memcg.Stat {
 	t.Helper()
-	s, err := cgroupfs.NewReader(l).Observe(c.Path)
+	s, err := cgobserve.NewReader(l).Observe(c.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func hasFreezer(l layout.Layout, c *cgrouptest.Cgroup) bool {
 }
 
 // journalEntry is a line of the daemon's undo journal (the format of
-// cgroupfs.Journal): a change recorded under ID, or with Done the note
+// journal.Journal): a change recorded under ID, or with Done the note
 // that it was undone.
 type journalEntry struct {
 	ID       uint64 `json:"id"`

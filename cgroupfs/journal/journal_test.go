@@ -1,7 +1,6 @@
-package cgroupfs
+package journal
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -170,37 +169,3 @@ func TestJournalIgnoresPlantedChanges(t *testing.T) {
 		t.Errorf("Pending() = %v, want only the memory.limit_in_bytes change", got)
 	}
 }
-
-// Exported for the real-kernel tests, which live in package cgroupfs_test
-// because cgrouptest imports this package.
-var (
-	SqueezeV1  = squeezeV1
-	DirtyBytes = dirtyBytes
-)
-
-// Applied exposes the journal's one way of changing a control file to the
-// real-kernel tests.
-type Applied struct{ a *applied }
-
-// Apply is Journal.apply.
-func Apply(ctx context.Context, j *Journal, p, value, lowest string) (*Applied, error) {
-	a, err := j.apply(ctx, p, value, lowest, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &Applied{a}, nil
-}
-
-// Set is applied.set.
-func (a *Applied) Set(ctx context.Context, v string) error { return a.a.set(ctx, v) }
-
-// Undo is applied.undo.
-func (a *Applied) Undo() error { return a.a.undo() }
-
-const (
-	FileLimitV1     = fileLimitV1
-	FileHigh        = fileHigh
-	FileFreeze      = fileFreeze
-	FileFreezerV1   = fileFreezerV1
-	FreezerThawedV1 = freezerThawedV1
-)

@@ -1,4 +1,4 @@
-package cgroupfs_test
+package journal_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
@@ -20,7 +20,7 @@ import (
 // memory.limit_in_bytes, v2's memory.max.
 func hardLimitFile(l layout.Layout) string {
 	if l.Memory.Version == layout.V1 {
-		return cgroupfs.FileLimitV1
+		return journal.FileLimitV1
 	}
 	return "memory.max"
 }
@@ -118,7 +118,7 @@ func TestJournalRecoverUndoesOnlyItsOwnChange(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			j, err := cgroupfs.OpenJournal(path, l)
+			j, err := journal.OpenJournal(path, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +126,7 @@ func TestJournalRecoverUndoesOnlyItsOwnChange(t *testing.T) {
 			if _, err := j.Recover(context.Background()); err != nil {
 				t.Errorf("Recover: %v, want no error: a change it cannot undo is skipped", err)
 			}
-			if got := valueFile(t, c.Dir, hardLimitFile(l)); got != want {
+			if got := cgrouptest.ValueFile(t, c.Dir, hardLimitFile(l)); got != want {
 				t.Errorf("%s after Recover = %d MiB, want %d MiB", file, got/mib, want/mib)
 			}
 			if p := j.Pending(); len(p) != 0 {

@@ -1,4 +1,4 @@
-package cgroupfs
+package journal
 
 import (
 	"log/slog"

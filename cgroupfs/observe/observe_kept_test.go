@@ -1,4 +1,4 @@
-package cgroupfs_test
+package observe_test
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -28,8 +28,10 @@ func TestKeptFilesReadAsFreshAsNewOnes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(c.Dir, limitFile(l), "64M")
-	r := cgroupfs.NewReader(l)
+	// The limit Observe reports: v1's hard limit, v2's memory.high.
+	limitFile := map[layout.Version]string{layout.V1: "memory.limit_in_bytes", layout.V2: "memory.high"}[l.Memory.Version]
+	write(c.Dir, limitFile, "64M")
+	r := observe.NewReader(l)
 	r.KeepFilesOpen()
 	defer r.Close()
 	// file is memory.stat's page cache: it stays charged once written
@@ -44,7 +46,7 @@ func TestKeptFilesReadAsFreshAsNewOnes(t *testing.T) {
 	if err != nil || limit != 64<<20 {
 		t.Fatalf("first: limit %d, %v; want %d", limit, err, 64<<20)
 	}
-	write(c.Dir, limitFile(l), "32M")
+	write(c.Dir, limitFile, "32M")
 	if limit, _, err = observe("limit changed"); err != nil || limit != 32<<20 {
 		t.Errorf("after the limit was changed: limit %d, %v; want %d", limit, err, 32<<20)
 	}
@@ -61,7 +63,7 @@ func TestKeptFilesReadAsFreshAsNewOnes(t *testing.T) {
 	if err := os.Mkdir(c.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(c.Dir, limitFile(l), "16M")
+	write(c.Dir, limitFile, "16M")
 	if limit, _, err = observe("made again"); err != nil || limit != 16<<20 {
 		t.Errorf("a cgroup made again at the path: limit %d, %v; want its own %d", limit, err, 16<<20)
 	}
@@ -90,7 +92,7 @@ func TestKeptFilesAreBounded(t *testing.T) {
 	for i := range 12 {
 		children = append(children, parent.Child(t, fmt.Sprintf("c%d", i)))
 	}
-	r := cgroupfs.NewReader(l)
+	r := observe.NewReader(l)
 	r.KeepFilesOpen()
 	defer r.Close()
 	before := cgroupFDs(t, l)

@@ -1,4 +1,4 @@
-package cgroupfs_test
+package journal_test
 
 import (
 	"context"
@@ -7,20 +7,22 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
+
+const mib = 1 << 20
 
 // limitFile is the hard-limit file the squeeze lowers: v1's
 // memory.limit_in_bytes, or v2's memory.high, which memcgd would lower
 // there if it ever did.
 func limitFile(l layout.Layout) string {
 	if l.Memory.Version == layout.V1 {
-		return cgroupfs.FileLimitV1
+		return journal.FileLimitV1
 	}
-	return cgroupfs.FileHigh
+	return journal.FileHigh
 }
 
 // A crash between a change and its undo is repaired at the next start.
@@ -44,11 +46,11 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 		}},
 		{"cgroup v2 freeze", func(t *testing.T, c *cgrouptest.Cgroup) (string, string, string, bool) {
 			dir, ok := l.UnifiedDir(c.Path)
-			return filepath.Join(dir, cgroupfs.FileFreeze), "0", "1", ok
+			return filepath.Join(dir, journal.FileFreeze), "0", "1", ok
 		}},
 		{"cgroup v1 freezer", func(t *testing.T, c *cgrouptest.Cgroup) (string, string, string, bool) {
 			dir, ok := l.FreezerDir(c.Path)
-			return filepath.Join(dir, cgroupfs.FileFreezerV1), cgroupfs.FreezerThawedV1, "FROZEN", ok
+			return filepath.Join(dir, journal.FileFreezerV1), journal.FreezerThawedV1, "FROZEN", ok
 		}},
 	}
 	for _, tt := range tests {
@@ -61,7 +63,7 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			}
 			path := filepath.Join(t.TempDir(), "journal")
 
-			j, err := cgroupfs.OpenJournal(path, l)
+			j, err := journal.OpenJournal(path, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +71,7 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := j.Record(cgroupfs.Change{Path: file, Original: original, Wrote: changed, Cgroup: ino}); err != nil {
+			if _, err := j.Record(journal.Change{Path: file, Original: original, Wrote: changed, Cgroup: ino}); err != nil {
 				t.Fatal(err)
 			}
 			if err := ctlfile.Write(file, changed); err != nil {
@@ -77,7 +79,7 @@ func TestJournalRecoverUndoesChangesOfACrashedRun(t *testing.T) {
 			}
 			j.Close() // the crash: no undo, no Done
 
-			j, err = cgroupfs.OpenJournal(path, l)
+			j, err = journal.OpenJournal(path, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +107,7 @@ func TestJournalRecoverSkipsAVanishedCgroup(t *testing.T) {
 	gone := c.Child(t, "gone")
 	file := filepath.Join(gone.Dir, limitFile(l))
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := cgroupfs.OpenJournal(path, l)
+	j, err := journal.OpenJournal(path, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestJournalRecoverSkipsAVanishedCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Record(cgroupfs.Change{Path: file, Original: "max", Wrote: "4096", Cgroup: ino}); err != nil {
+	if _, err := j.Record(journal.Change{Path: file, Original: "max", Wrote: "4096", Cgroup: ino}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
@@ -121,7 +123,7 @@ func TestJournalRecoverSkipsAVanishedCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err = cgroupfs.OpenJournal(path, l)
+	j, err = journal.OpenJournal(path, l)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cgroupfs
+package journal
 
 import (
 	"context"
@@ -20,8 +20,8 @@ var ErrChangedByOther = errors.New("control file changed by another writer")
 // errEnded reports a step of a change already undone.
 var errEnded = errors.New("change already undone")
 
-// applied is a change in force, made by Journal.apply: one journal record,
-// any number of writes (set), one undo.
+// Applied is a change in force, made by Journal.Apply: one journal record,
+// any number of writes (Set), one Undo.
 //
 // Every write is preceded by a read: the file must still hold the value
 // memcgd wrote last (or the original, before the first write), else the
@@ -30,8 +30,8 @@ var errEnded = errors.New("change already undone")
 // calls, which no interface of cgroupfs closes (there is no compare and
 // swap on a control file).
 //
-// An applied is not safe for concurrent use.
-type applied struct {
+// An Applied is not safe for concurrent use.
+type Applied struct {
 	j        *Journal
 	id       uint64
 	path     string
@@ -40,16 +40,16 @@ type applied struct {
 	ended    bool
 }
 
-// apply is the one way memcgd changes a control file, so that the rule
+// Apply is the one way memcgd changes a control file, so that the rule
 // "journal, then write, then undo" lives in one place. It reads the file's
 // current value (the original) and lets accept refuse it; records the
 // change (synced) with the cgroup's identity and lowest, the value Recover
 // treats as memcgd's (value itself, or for a limit that steps down, the
 // lowest it will write); reads the file again, since a change that slipped
 // in between would make the original wrong; and writes value. It returns
-// the change in force; undo puts the original back. If the write fails,
+// the change in force; Undo puts the original back. If the write fails,
 // the change is undone before apply returns the error.
-func (j *Journal) apply(ctx context.Context, p, value, lowest string, accept func(original string) error) (*applied, error) {
+func (j *Journal) Apply(ctx context.Context, p, value, lowest string, accept func(original string) error) (*Applied, error) {
 	original, err := ctlfile.Read(p)
 	if err != nil {
 		return nil, err
@@ -67,15 +67,15 @@ func (j *Journal) apply(ctx context.Context, p, value, lowest string, accept fun
 	if err != nil {
 		return nil, err
 	}
-	a := &applied{j: j, id: id, path: p, original: original, last: original}
-	if err := a.set(ctx, value); err != nil {
-		return nil, errors.Join(err, a.undo())
+	a := &Applied{j: j, id: id, path: p, original: original, last: original}
+	if err := a.Set(ctx, value); err != nil {
+		return nil, errors.Join(err, a.Undo())
 	}
 	return a, nil
 }
 
-// set writes v, if the file still holds the value memcgd left there.
-func (a *applied) set(ctx context.Context, v string) error {
+// Set writes v, if the file still holds the value memcgd left there.
+func (a *Applied) Set(ctx context.Context, v string) error {
 	if a.ended {
 		return fmt.Errorf("write %q to %s: %w", v, a.path, errEnded)
 	}
@@ -93,13 +93,13 @@ func (a *applied) set(ctx context.Context, v string) error {
 	return nil
 }
 
-// undo ends the change: it writes the original back if the file still
+// Undo ends the change: it writes the original back if the file still
 // holds the value memcgd wrote last, and marks the record done. A cgroup
 // that vanished has nothing to undo. A file another writer changed is left
 // as they set it, and undo returns ErrChangedByOther. A failed write keeps
 // the record pending, for Recover at shutdown or the next start. Undo
 // cannot be cancelled: it runs when the caller's context has ended too.
-func (a *applied) undo() error {
+func (a *Applied) Undo() error {
 	if a.ended {
 		return nil
 	}
@@ -120,6 +120,10 @@ func (a *applied) undo() error {
 	return errors.Join(other, a.j.Done(a.id))
 }
 
+// Original is the value the file held before the change, which Undo
+// writes back.
+func (a *Applied) Original() string { return a.original }
+
 // sameValue reports whether the control file p holding a means it holds b:
 // limits are compared in pages, as the kernel keeps them (mm/page_counter.c
 // page_counter_memparse rounds a byte limit down to pages); the v1 freezer
@@ -127,14 +131,14 @@ func (a *applied) undo() error {
 // (kernel/cgroup/legacy_freezer.c freezer_state_strs).
 func sameValue(p, a, b string) bool {
 	switch filepath.Base(p) {
-	case fileLimitV1, fileHigh, fileMax:
+	case FileLimitV1, FileHigh, FileMax:
 		x, errX := format.ParseLimit([]byte(a))
 		y, errY := format.ParseLimit([]byte(b))
 		if errX != nil || errY != nil {
 			return a == b
 		}
 		return x/ctlfile.PageSize == y/ctlfile.PageSize
-	case fileFreezerV1:
+	case FileFreezerV1:
 		return frozenV1(a) == frozenV1(b)
 	}
 	return a == b
@@ -143,7 +147,7 @@ func sameValue(p, a, b string) bool {
 // frozenV1 maps a v1 freezer.state value to "frozen or freezing".
 func frozenV1(s string) string {
 	if s == "FREEZING" {
-		return freezerFrozenV1
+		return FreezerFrozenV1
 	}
 	return s
 }
@@ -153,7 +157,7 @@ func frozenV1(s string) string {
 // [c.Wrote, c.Original).
 func heldByUs(c Change, cur string) (bool, error) {
 	switch filepath.Base(c.Path) {
-	case fileLimitV1, fileHigh, fileMax:
+	case FileLimitV1, FileHigh, FileMax:
 		now, err := format.ParseLimit([]byte(cur))
 		if err != nil {
 			return false, fmt.Errorf("read %s: %w", c.Path, err)

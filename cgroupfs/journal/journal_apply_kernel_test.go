@@ -1,4 +1,4 @@
-package cgroupfs_test
+package journal_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 )
 
 // issue 9, defect 8: memcgd re-reads a control file before each write it
@@ -24,13 +24,13 @@ func TestApplyKeepsAnotherWritersValue(t *testing.T) {
 	)
 	c := cgrouptest.New(t, l, original)
 	file := filepath.Join(c.Dir, hardLimitFile(l))
-	j := journal(t, l)
+	j := cgrouptest.Journal(t, l)
 	ctx := context.Background()
-	a, err := cgroupfs.Apply(ctx, j, file, strconv.Itoa(lowered), strconv.Itoa(lowered/2))
+	a, err := j.Apply(ctx, file, strconv.Itoa(lowered), strconv.Itoa(lowered/2), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := valueFile(t, c.Dir, hardLimitFile(l)); got != lowered {
+	if got := cgrouptest.ValueFile(t, c.Dir, hardLimitFile(l)); got != lowered {
 		t.Fatalf("%s after Apply = %d, want %d", file, got, lowered)
 	}
 	// A step that finds its own value goes ahead.
@@ -38,13 +38,13 @@ func TestApplyKeepsAnotherWritersValue(t *testing.T) {
 		t.Fatalf("Set with no other writer: %v", err)
 	}
 	write(t, file, operator)
-	if err := a.Set(ctx, strconv.Itoa(lowered/2)); !errors.Is(err, cgroupfs.ErrChangedByOther) {
-		t.Errorf("Set after the operator's write: %v, want ErrChangedByOther", err)
+	if err := a.Set(ctx, strconv.Itoa(lowered/2)); !errors.Is(err, journal.ErrChangedByOther) {
+		t.Errorf("Set after the operator's write: %v, want journal.ErrChangedByOther", err)
 	}
-	if err := a.Undo(); !errors.Is(err, cgroupfs.ErrChangedByOther) {
-		t.Errorf("Undo after the operator's write: %v, want ErrChangedByOther", err)
+	if err := a.Undo(); !errors.Is(err, journal.ErrChangedByOther) {
+		t.Errorf("Undo after the operator's write: %v, want journal.ErrChangedByOther", err)
 	}
-	if got := valueFile(t, c.Dir, hardLimitFile(l)); got != operator {
+	if got := cgrouptest.ValueFile(t, c.Dir, hardLimitFile(l)); got != operator {
 		t.Errorf("%s after the undo = %d MiB, want the operator's %d MiB", file, got/mib, operator/mib)
 	}
 	if p := j.Pending(); len(p) != 0 {

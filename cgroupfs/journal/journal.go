@@ -1,4 +1,16 @@
-package cgroupfs
+// Package journal is memcgd's undo journal: every stateful change to a
+// cgroupfs control file (a lowered v1 limit, a frozen cgroup) is recorded
+// before it is made and marked done after it is undone, so that a crash
+// never leaves one behind; Recover undoes what a previous run left
+// pending. Journal.Apply is the one way memcgd changes a control file.
+//
+// Invariants: a change is in the journal before its write; the journal
+// accepts only the control files named by the File* constants, beneath
+// the layout's cgroupfs mounts; one control file has at most one change
+// pending; Recover writes an original back only where the cgroup is the
+// one changed, in this boot, and the file still holds memcgd's value. One
+// process at a time holds the journal (a flock on its directory).
+package journal
 
 import (
 	"bufio"
@@ -27,13 +39,13 @@ import (
 // file, so a damaged or planted journal cannot make memcgd write
 // anywhere else.
 const (
-	fileLimitV1     = "memory.limit_in_bytes" // v1 hard limit (limit squeeze)
-	fileHigh        = "memory.high"           // v2 throttle limit
-	fileMax         = "memory.max"            // v2 hard limit
-	fileFreeze      = "cgroup.freeze"         // v2 freezer: "1" frozen, "0" thawed
-	fileFreezerV1   = "freezer.state"         // v1 freezer: FROZEN, FREEZING, THAWED
-	freezerThawedV1 = "THAWED"
-	freezerFrozenV1 = "FROZEN"
+	FileLimitV1     = "memory.limit_in_bytes" // v1 hard limit (limit squeeze)
+	FileHigh        = "memory.high"           // v2 throttle limit
+	FileMax         = "memory.max"            // v2 hard limit
+	FileFreeze      = "cgroup.freeze"         // v2 freezer: "1" frozen, "0" thawed
+	FileFreezerV1   = "freezer.state"         // v1 freezer: FROZEN, FREEZING, THAWED
+	FreezerThawedV1 = "THAWED"
+	FreezerFrozenV1 = "FROZEN"
 )
 
 // ErrChangePending reports that a control file already has a change in the
@@ -229,11 +241,11 @@ func (j *Journal) check(p string) error {
 		return fmt.Errorf("change path %q: want a file beneath a cgroupfs mount %v", p, j.mounts)
 	}
 	switch filepath.Base(p) {
-	case fileLimitV1, fileHigh, fileMax, fileFreeze, fileFreezerV1:
+	case FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1:
 		return nil
 	}
 	return fmt.Errorf("change path %q: want one of %s, %s, %s, %s, %s", p,
-		fileLimitV1, fileHigh, fileMax, fileFreeze, fileFreezerV1)
+		FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1)
 }
 
 // Record writes c to the journal (see Journal: not synced); only then may the

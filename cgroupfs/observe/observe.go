@@ -1,4 +1,13 @@
-package cgroupfs
+// Package observe reads a memory cgroup's state from cgroupfs into a
+// memcg.Stat: usage, limits, memory.stat, memory.events and PSI, on
+// cgroup v1 and v2 alike.
+//
+// Invariants: a Reader allocates nothing per observation in steady state
+// (its buffers and parsed structs are reused); a file it keeps open is
+// read at offset 0, which regenerates a kernfs file, and is never kept
+// longer than a second, so a kept file reads as fresh as a new one. A
+// Reader is not safe for concurrent use.
+package observe
 
 import (
 	"errors"
@@ -98,14 +107,14 @@ func (r *Reader) Observe(cg host.Cgroup) (memcg.Stat, error) {
 func (r *Reader) observeV1(cg host.Cgroup, s *memcg.Stat) error {
 	h := r.layout.Memory
 	var err error
-	if s.Usage, err = r.readUint(h, cg, "memory.usage_in_bytes"); err != nil {
+	if s.Usage, err = r.ReadUint(h, cg, "memory.usage_in_bytes"); err != nil {
 		return err
 	}
 	if s.Limit, err = r.readLimit(h, cg, "memory.limit_in_bytes"); err != nil {
 		return err
 	}
 	s.Max, s.High = s.Limit, memcg.NoLimit
-	if s.Counters.Failcnt, err = r.readUint(h, cg, "memory.failcnt"); err != nil {
+	if s.Counters.Failcnt, err = r.ReadUint(h, cg, "memory.failcnt"); err != nil {
 		return err
 	}
 	s.Counters.HasFailcnt = true
@@ -139,7 +148,7 @@ func (r *Reader) observeV2(cg host.Cgroup, s *memcg.Stat) error {
 	top := string(cg) == h.Root
 	absent := func(err error) bool { return top && errors.Is(err, host.ErrVanished) }
 
-	usage, err := r.readUint(h, cg, "memory.current")
+	usage, err := r.ReadUint(h, cg, "memory.current")
 	root := absent(err)
 	switch {
 	case root:
@@ -224,7 +233,9 @@ func (r *Reader) observePressure(cg host.Cgroup, p *memcg.Pressure) error {
 	return nil
 }
 
-func (r *Reader) readUint(h layout.Hierarchy, cg host.Cgroup, name string) (uint64, error) {
+// ReadUint reads the single-number file name of cg's directory in h, as
+// Observe reads its files (kept open with KeepFilesOpen).
+func (r *Reader) ReadUint(h layout.Hierarchy, cg host.Cgroup, name string) (uint64, error) {
 	b, err := r.read(h, cg, name)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
@@ -187,7 +188,7 @@ func (f *fastPath) forget(cg host.Cgroup, id uint64) {
 	delete(f.listed, cg)
 	f.mu.Unlock()
 	if len(made) > 0 {
-		if err := RemoveFreezer(made); err != nil {
+		if err := act.RemoveFreezer(made); err != nil {
 			f.log.Warn("remove the freezer cgroups made for a removed memory cgroup", "cgroup", cg, "err", err)
 		}
 	}
@@ -292,7 +293,7 @@ func (f *fastPath) froze(cg host.Cgroup, made []string, err error) {
 	if len(made) > 0 {
 		f.made[cg] = append(f.made[cg], made...)
 	}
-	var tu *ThrottleUnavailable
+	var tu *act.ThrottleUnavailable
 	switch {
 	case errors.As(err, &tu):
 		f.unavailable[cg] = tu.Reason

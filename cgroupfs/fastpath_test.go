@@ -3,54 +3,25 @@ package cgroupfs_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
-	"github.com/memcgd/memcgd/cgroupfs/journal"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"golang.org/x/sys/unix"
 )
 
-// loadTracker loads the eBPF dirty tracker, or skips; with CI=true it
-// fails: the kernels the project tests on (6.18 here, 6.1 in the VM) must
-// run it.
-func loadTracker(t *testing.T) *dirtytrack.Tracker {
-	t.Helper()
-	tr, err := dirtytrack.Load(dirtytrack.Options{})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("load the dirty tracker: %v", err)
-		}
-		t.Skipf("load the dirty tracker: %v", err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// trackedFS returns an FS of l with the tracker tr (nil: the fallback).
-func trackedFS(t *testing.T, l layout.Layout, under host.Cgroup, j *journal.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
-	t.Helper()
-	fs, err := cgroupfs.NewFSOptions(l, "/proc", under, j, cgroupfs.FSOptions{Tracker: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
-}
+const mib = 1 << 20
 
 // The helper dirtier: the test binary run again with these variables set
 // joins the memory cgroup, then for each number N read from stdin takes
@@ -171,13 +142,13 @@ const wakeBound = time.Second
 // from the write(2) to the receipt.
 func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
-	fs := trackedFS(t, l, "/", nil, tr)
+	tr := cgrouptest.LoadTracker(t)
+	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	if p := fs.DirtyPath(); !p.Tracker {
 		t.Fatalf("DirtyPath() = %v, want the tracker", p)
 	}
 	c := cgrouptest.New(t, l, 0)
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	w, err := fs.NewWatcher(watch.WatcherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +202,7 @@ func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
 // sibling cgroup's dirty pages alone.
 func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
+	tr := cgrouptest.LoadTracker(t)
 	size := cgrouptest.DirtySize(t)
 	dir := cgrouptest.DiskDir(t)
 	target, sibling := cgrouptest.New(t, l, 0), cgrouptest.New(t, l, 0)
@@ -249,7 +220,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	ctx := context.Background()
 
 	// The fallback: the writer has exited, no task has the file open.
-	w, err := trackedFS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
+	w, err := cgrouptest.FS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
 	if err != nil {
 		t.Fatalf("WriteOut without the tracker: %v", err)
 	}
@@ -258,7 +229,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	}
 
 	start := time.Now()
-	w, err = trackedFS(t, l, "/", nil, tr).WriteOut(ctx, target.Path)
+	w, err = cgrouptest.FS(t, l, "/", nil, tr).WriteOut(ctx, target.Path)
 	if err != nil {
 		t.Fatalf("WriteOut with the tracker: %v", err)
 	}
@@ -298,7 +269,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 // the count, by the next write-out.
 func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
+	tr := cgrouptest.LoadTracker(t)
 	size := cgrouptest.DirtySize(t)
 	parent := cgrouptest.New(t, l, 0)
 	child := parent.Child(t, "c")
@@ -310,7 +281,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	if before < uint64(size/2) {
 		t.Fatalf("precondition: the child holds %d MiB dirty, want about %d MiB (did the flusher run?)", before/mib, size/mib)
 	}
-	fs := trackedFS(t, l, "/", nil, tr)
+	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	ctx := context.Background()
 	first := time.Now()
 	w, err := fs.WriteOut(ctx, parent.Path)
@@ -323,7 +294,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	// A task of the child opens the old file for writing, without
 	// writing; another dirties a new file and exits.
 	holder := child.Start(t, "sh", "-c", `exec 5>>"$0"; exec sleep 3600`, old)
-	awaitOpen(t, holder.Process.Pid, old)
+	cgrouptest.AwaitOpen(t, holder.Process.Pid, old)
 	cgrouptest.DirtyFile(t, child, recent, mib)
 
 	w, err = fs.WriteOut(ctx, parent.Path)
@@ -354,212 +325,5 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	}
 	if d := child.Dirty(t); d > before/10 {
 		t.Errorf("child dirty %d MiB 1 s after the listing write-out, want at most 10%% of %d MiB", d/mib, before/mib)
-	}
-}
-
-// FS.Freeze of a cgroup that exists only in the v1 memory hierarchy makes
-// its freezer cgroup (EnsureFreezer) and holds it frozen until Thaw; the
-// directory made is removed by Forget once the memory cgroup is gone. On a
-// host whose only freezer is missing, Freeze reports the throttle
-// unavailable and ThrottleUnavailable says why.
-func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
-	l, p := v1Freezer(t)
-	v1only := l
-	v1only.Unified = nil // the v1 freezer, as on a host without a unified mirror
-	cg := host.Cgroup(path.Join(string(p.Path), "svc"))
-	frzDir := l.Freezer.Dir(cg)
-	fs := trackedFS(t, v1only, "/", cgrouptest.Journal(t, l), nil)
-	// Registered before the cgroup and the writer, so that it runs after
-	// they are gone.
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			fs.Forget(cg)
-			if _, err := os.Stat(frzDir); errors.Is(err, os.ErrNotExist) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("Forget left %s behind", frzDir)
-				_ = cgroupfs.RemoveFreezer([]string{frzDir})
-				return
-			}
-			// A killed task leaves its freezer cgroup a moment after
-			// it is reaped: Forget's RemoveFreezer then finds it busy.
-			// Freeze again (it fails: the memory cgroup is gone) to
-			// hand FS the directory again.
-			time.Sleep(10 * time.Millisecond)
-			_, _ = fs.Freeze(context.Background(), cg)
-		}
-	})
-	c := memoryOnly(t, l, cg)
-	a := startWriter(t, c.Dir, frzDir)
-	if got := freezerOfTask(t, a.Process.Pid); got != "/" {
-		t.Fatalf("writer starts in freezer cgroup %s, want the root", got)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f, err := fs.Freeze(ctx, cg)
-	if err != nil {
-		t.Fatalf("Freeze of a memory-only cgroup: %v", err)
-	}
-	defer f.End()
-	if got := freezerOfTask(t, a.Process.Pid); got != cg {
-		t.Errorf("writer in freezer cgroup %s after Freeze, want %s", got, cg)
-	}
-	if r := fs.ThrottleUnavailable(cg); r != "" {
-		t.Errorf("ThrottleUnavailable = %q after a freeze that worked, want \"\"", r)
-	}
-	awaitFreezer(t, frzDir, "FROZEN")
-	n0 := dirtied(t, l, cg)
-	time.Sleep(100 * time.Millisecond)
-	if n1 := dirtied(t, l, cg); n1 != n0 {
-		t.Errorf("frozen: writer dirtied %d bytes in 100 ms, want 0", n1-n0)
-	}
-	if err := f.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "THAWED")
-	grew := false
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if dirtied(t, l, cg) > n0 {
-			grew = true
-			break
-		}
-	}
-	if !grew {
-		t.Error("thawed: writer dirtied nothing in 1 s")
-	}
-	if err := f.Refreeze(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "FROZEN")
-	if err := f.End(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "THAWED")
-
-	// No freezer at all: a layout without the v1 freezer hierarchy.
-	none := v1only
-	none.Freezer = nil
-	nfs := trackedFS(t, none, "/", cgrouptest.Journal(t, l), nil)
-	_, err = nfs.Freeze(ctx, cg)
-	var tu *cgroupfs.ThrottleUnavailable
-	if !errors.As(err, &tu) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("Freeze with no freezer: error %v, want a *ThrottleUnavailable", err)
-	}
-	if r := nfs.ThrottleUnavailable(cg); r == "" || r != tu.Reason || !strings.Contains(r, "freezer") {
-		t.Errorf("ThrottleUnavailable = %q, want the reason %q", r, tu.Reason)
-	}
-	t.Logf("without a freezer: %v", err)
-}
-
-// startCgroupEvents makes a cgroup p and starts FS.CgroupEvents over the
-// subtree it heads: from the tracker's cgroup tracepoints with tracker
-// (it must load with them), else from inotify. cancel ends the reports;
-// the test's cleanup does too.
-func startCgroupEvents(t *testing.T, l layout.Layout, tracker bool) (p *cgrouptest.Cgroup, events <-chan host.CgroupEvent, cancel context.CancelFunc) {
-	t.Helper()
-	var tr *dirtytrack.Tracker
-	if tracker {
-		tr = loadTracker(t)
-		if !tr.CgroupEvents() {
-			t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
-		}
-	}
-	p = cgrouptest.New(t, l, 0)
-	fs := trackedFS(t, l, p.Path, nil, tr)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	events, err := fs.CgroupEvents(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, events, cancel
-}
-
-// New and removed cgroups beneath the managed subtree are reported through
-// FS.CgroupEvents within reportBound() (100 ms on the host), from the
-// tracker's tracepoints and, without it, from inotify.
-func TestFSCgroupEventsWithin100ms(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	for _, tc := range []struct {
-		name    string
-		tracker bool
-	}{{"tracker", true}, {"inotify", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, events, cancel := startCgroupEvents(t, l, tc.tracker)
-			in := make(chan received, 1<<12)
-			go func() {
-				for ev := range events {
-					if ev.Cgroup == p.Path && !ev.Removed {
-						// p's own mkdir, made before CgroupEvents
-						// began, may still be in the tracker's ring.
-						continue
-					}
-					in <- received{cgroupfs.CgroupEvent{Cgroup: ev.Cgroup, Removed: ev.Removed, Rescan: ev.Rescan}, time.Now()}
-				}
-				close(in)
-			}()
-			// A sibling outside the managed subtree is not reported.
-			outside := cgrouptest.New(t, l, 0)
-			cs := chains(p.Path, 10)
-			created := map[host.Cgroup]time.Time{}
-			var got []received
-			for i, c := range cs {
-				maps.Copy(created, mkdirs(t, l, c))
-				if i == 0 {
-					outside.Child(t, "stray")
-				}
-				got = append(got, await(t, in, len(c), 10*time.Second)...)
-			}
-			checkReports(t, tc.name+" created", got, created, false)
-			removed := map[host.Cgroup]time.Time{}
-			got = nil
-			for _, c := range cs {
-				for i := len(c) - 1; i >= 0; i-- {
-					if err := rmdir(l.Memory.Dir(c[i])); err != nil {
-						t.Fatal(err)
-					}
-					removed[c[i]] = time.Now()
-				}
-				got = append(got, await(t, in, len(c), 10*time.Second)...)
-			}
-			checkReports(t, tc.name+" removed", got, removed, true)
-			cancel()
-			for range in { // closed once ctx ends
-			}
-		})
-	}
-}
-
-// A receiver that falls behind by more than the queue loses reports, and
-// is then sent one Rescan, without another report to carry it: the
-// forwarder is woken by the drop itself (it once polled for it every
-// 10 ms, an idle daemon's 100 wake-ups a second).
-func TestFSCgroupEventsOwesARescanWhenTheReceiverFallsBehind(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	p, events, _ := startCgroupEvents(t, l, true)
-	// More cgroups than the queue holds, made while nothing receives.
-	var cgs []host.Cgroup
-	for i := range cgroupfs.DefaultNewCgroupsQueue + 64 {
-		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), "c"+strconv.Itoa(i))))
-	}
-	mkdirs(t, l, cgs)
-	deadline := time.After(10 * time.Second)
-	reported := 0
-	for {
-		select {
-		case ev := <-events:
-			if ev.Rescan {
-				if ev.Cgroup != p.Path {
-					t.Errorf("Rescan of %s, want the managed subtree %s", ev.Cgroup, p.Path)
-				}
-				t.Logf("%d of %d cgroups reported, then a Rescan", reported, len(cgs))
-				return
-			}
-			reported++
-		case <-deadline:
-			t.Fatalf("%d of %d cgroups reported and no Rescan within 10 s", reported, len(cgs))
-		}
 	}
 }

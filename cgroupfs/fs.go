@@ -8,25 +8,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/cgroupfs/observe"
+	"github.com/memcgd/memcgd/cgroupfs/safeio"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
 
 // FS is the real kernel as a host.Host: the memory cgroups of one subtree
-// of the mounted hierarchy, observed through cgroupfs and acted on with
-// the actuators of this package. Stateful actions go through its journal.
+// of the mounted hierarchy, observed through cgroupfs (observe) and acted
+// on with the actuators of package act. Stateful actions go through its journal.
 // FS is safe for concurrent use.
 type FS struct {
 	layout   layout.Layout
 	procRoot string
 	under    host.Cgroup
 	journal  *journal.Journal
-	bio      *BoundedIO
-	flusher  *Flusher
+	bio      *safeio.BoundedIO
+	flusher  *act.Flusher
 	fast     *fastPath // the tracker's share; fastpath.go
 	// trackerWriteOut is FSOptions.TrackerWriteOut.
 	trackerWriteOut time.Duration
@@ -66,9 +68,9 @@ func NewFS(l layout.Layout, procRoot string, under host.Cgroup, journal *journal
 // FSOptions bounds what FS does to files on a tenant's behalf.
 type FSOptions struct {
 	// IO bounds each blocking file operation of write-out and flush.
-	IO IOOptions
+	IO safeio.IOOptions
 	// Flush limits full flushes host-wide.
-	Flush FlushOptions
+	Flush act.FlushOptions
 	// Log receives the outcome of flushes, which finish after Flush
 	// returns; nil discards it.
 	Log *slog.Logger
@@ -93,11 +95,11 @@ const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
 func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal, opts FSOptions) (*FS, error) {
-	bio, err := NewBoundedIO(opts.IO)
+	bio, err := safeio.NewBoundedIO(opts.IO)
 	if err != nil {
 		return nil, err
 	}
-	fl, err := NewFlusher(opts.Flush, bio, opts.Log)
+	fl, err := act.NewFlusher(opts.Flush, bio, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -179,15 +181,15 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 	return s, nil
 }
 
-// Reclaim reclaims up to n bytes from cg; see the package function.
+// Reclaim reclaims up to n bytes from cg; see act.Reclaim.
 func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
 	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
-	return Reclaim(ctx, fs.layout, cg, n, fs.journal)
+	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal)
 }
 
-// WriteOut starts write-out of cg's own files; see the package function.
+// WriteOut starts write-out of cg's own files; see act.WriteOut.
 // With the tracker it writes out, within FSOptions.TrackerWriteOut, the
 // files cg's subtree dirtied last (dirtytrack's Recent: a few map lookups)
 // and, at cg's first write-out and then once every ListEvery
@@ -196,19 +198,18 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 // lack. A file found twice counts once in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
 	if fs.fast.tr == nil {
-		out, _, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
-		return out, err
+		return act.WriteOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 	}
 	var (
 		out  host.WriteOut
-		done = newFileSet()
+		done = act.NewFileSet()
 		err  error
 	)
 	all := fs.fast.listDue(cg, time.Now())
 	if all {
-		out, done, err = writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+		out, done, err = act.WriteOutFiles(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 	} else {
-		out.Bytes, err = cgroupDirtyBytes(fs.layout, cg)
+		out.Bytes, err = act.DirtyBytes(fs.layout, cg)
 	}
 	if errors.Is(err, host.ErrVanished) {
 		return out, err
@@ -228,7 +229,7 @@ func (fs *FS) Flush(ctx context.Context, cg host.Cgroup) error {
 }
 
 // StartFlush is Flush, saying what it did.
-func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (FlushResult, error) {
+func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (act.FlushResult, error) {
 	return fs.flusher.Flush(ctx, fs.procRoot, fs.layout, cg)
 }
 
@@ -237,8 +238,8 @@ func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (FlushResult, erro
 func (fs *FS) WaitFlushes(ctx context.Context) error { return fs.flusher.Wait(ctx) }
 
 // IO returns the bound on FS's blocking file operations, for a second
-// source of files to write out (BoundedIO.WriteOutFD).
-func (fs *FS) IO() *BoundedIO { return fs.bio }
+// source of files to write out (act.WriteOutFD).
+func (fs *FS) IO() *safeio.BoundedIO { return fs.bio }
 
 // Pause freezes cg for d and thaws it.
 func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error {
@@ -246,7 +247,7 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 		return fmt.Errorf("pause %s: read-only host has no journal", cg)
 	}
 	var made []string
-	err := pause(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
+	err := act.PauseMirrored(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
 	fs.fast.froze(cg, made, err)
 	return err
 }
@@ -257,11 +258,11 @@ func (fs *FS) Now() time.Time { return time.Now() }
 // Dirtied counts the bytes cg's tasks have dirtied. With the tracker it
 // is the tracker's monotonic counter of the bytes dirtied in cg's subtree
 // since FS first asked (the first call starts it, at 0); otherwise the
-// sum over cg's tasks of /proc/PID/io (the package function), which falls
+// sum over cg's tasks of /proc/PID/io (act.Dirtied), which falls
 // when a task exits.
 func (fs *FS) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
 	if fs.fast.tr != nil {
 		return fs.fast.dirtied(cg)
 	}
-	return Dirtied(ctx, fs.procRoot, fs.layout, cg)
+	return act.Dirtied(ctx, fs.procRoot, fs.layout, cg)
 }

@@ -26,7 +26,7 @@ func hardLimitFile(l layout.Layout) string {
 }
 
 // inode returns the inode number of dir, read independently of package
-// cgroupfs.
+// journal.
 func inode(t *testing.T, dir string) uint64 {
 	t.Helper()
 	fi, err := os.Stat(dir)
@@ -36,7 +36,7 @@ func inode(t *testing.T, dir string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
-// bootID reads this boot's id, independently of package cgroupfs.
+// bootID reads this boot's id, independently of package journal.
 func bootID(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")

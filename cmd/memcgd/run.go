@@ -17,6 +17,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -205,7 +206,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return err
 	}
 	defer fs.Close()
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	w, err := fs.NewWatcher(watch.WatcherOptions{})
 	if err != nil {
 		return err
 	}

@@ -669,7 +669,7 @@ func (a *Agent) forget(st *cgroupState) {
 	if a.opts.Watcher != nil {
 		a.opts.Watcher.Unwatch(st.cg)
 	}
-	if f, ok := a.opts.Host.(forgetter); ok {
+	if f, ok := a.opts.Host.(host.Forgetter); ok {
 		f.Forget(st.cg) // the tracker's id, freezer directories it made
 	}
 	// A cgroup recreated under the same path must not inherit the
@@ -739,13 +739,6 @@ func (a *Agent) cgroupEvent(ctx context.Context, ev host.CgroupEvent, enqueue fu
 			})
 		}
 	}
-}
-
-// forgetter is a host that keeps per-cgroup resources (cgroupfs.FS: the
-// tracker's id and count, freezer directories it made) to drop when the
-// agent forgets a cgroup.
-type forgetter interface {
-	Forget(cg host.Cgroup)
 }
 
 // scan lists the managed subtree: new cgroups are stepped once (which

@@ -162,16 +162,13 @@ func (f *fastPath) arm(cg host.Cgroup, above uint64) error {
 	return nil
 }
 
-// forget drops what fastPath holds for cg, once it is removed: its id,
-// the tracker's count, and the freezer directories EnsureFreezer made
-// for it (RemoveFreezer). id 0 means whatever id cg had.
-func (f *fastPath) forget(cg host.Cgroup, id uint64) {
+// forget drops what fastPath holds for cg: its id, the tracker's count,
+// and the freezer directories EnsureFreezer made for it (RemoveFreezer).
+// Only FS.Forget calls it: the driver decides when a cgroup's state goes.
+func (f *fastPath) forget(cg host.Cgroup) {
 	f.mu.Lock()
-	if cur, ok := f.ids[cg]; ok && (id == 0 || cur == id) {
-		id = cur
+	if id, ok := f.ids[cg]; ok {
 		delete(f.ids, cg)
-	}
-	if id != 0 {
 		if f.cgs[id] == cg {
 			delete(f.cgs, id)
 		}
@@ -239,8 +236,10 @@ func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
 }
 
 // handle hands a wake-up to the Watcher, and a mkdir or rmdir beneath the
-// managed subtree to the notifier, forgetting a removed cgroup first. The
-// tracker calls it on its ring readers' goroutines (Tracker.Handle): a
+// managed subtree to the notifier. A removed cgroup's id and freezer
+// directories stay until the driver forgets it (FS.Forget); only the
+// tracker's count, which the tracker dropped itself, is marked gone. The
+// tracker calls handle on its ring readers' goroutines (Tracker.Handle): a
 // wake-up and a cgroup event may be handled at once.
 func (f *fastPath) handle(ev dirtytrack.Event) {
 	switch ev.Kind {
@@ -270,11 +269,11 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		}
 		removed := ev.Kind == dirtytrack.Rmdir
 		if removed {
-			// The tracker has unwatched the id already.
+			// The tracker has unwatched the id already: Forget must
+			// not unwatch it again.
 			f.mu.Lock()
 			delete(f.counted, ev.ID)
 			f.mu.Unlock()
-			f.forget(cg, ev.ID)
 		}
 		f.mu.Lock()
 		notify := f.notify

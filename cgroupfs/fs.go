@@ -52,6 +52,7 @@ var (
 	_ host.FastPath       = (*FS)(nil)
 	_ host.Freezer        = (*FS)(nil)
 	_ host.CgroupNotifier = (*FS)(nil)
+	_ host.Forgetter      = (*FS)(nil)
 )
 
 // NewFS returns the host for the cgroups beneath under in layout l, with

@@ -43,13 +43,13 @@ func (fs *FS) Freeze(ctx context.Context, cg host.Cgroup) (host.Frozen, error) {
 // Freeze or Pause found, or "".
 func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.throttleUnavailable(cg) }
 
-// Forget drops what FS holds for a removed cgroup: its tracker id and
-// count, and the freezer directories FS made for it (RemoveFreezer, which
-// leaves a directory still in use). FS forgets by itself the cgroups its
-// cgroup notifier reports removed; the agent calls Forget when it drops a
-// cgroup it found gone otherwise. A cgroup that still exists is looked up
-// again at its next use.
-func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg, 0) }
+// Forget drops what FS holds for a cgroup the driver stops managing: its
+// tracker id and count, and the freezer directories FS made for it
+// (RemoveFreezer, which leaves a directory still in use). It is
+// host.Forgetter: FS never forgets a cgroup by itself, not even one its
+// cgroup notifier reports removed. A cgroup that still exists is looked
+// up again at its next use.
+func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg) }
 
 // writeOutTracked writes out the files the tracker recorded for cg (all
 // of them, or only the ones its subtree dirtied last), except those in
@@ -78,10 +78,10 @@ func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *act.Fil
 // CgroupEvents reports the cgroups created and removed beneath the managed
 // subtree until ctx ends, then closes the channel: from the tracker's
 // cgroup_mkdir/cgroup_rmdir tracepoints when it is in force and has them,
-// otherwise from inotify (WatchNewCgroups). A removed cgroup is forgotten
-// (Forget) before it is reported. Reports never block the sources: past
-// watch.DefaultNewCgroupsQueue waiting ones they are dropped and a Rescan is
-// sent once there is room. With the tracker, a cgroup created a moment
+// otherwise from inotify (watch.WatchNewCgroups). What FS holds for a
+// removed cgroup stays until the receiver calls Forget. Reports never
+// block the sources: past watch.DefaultNewCgroupsQueue waiting ones they
+// are dropped and a Rescan is sent once there is room. With the tracker, a cgroup created a moment
 // before the call may be reported too (its event was still queued). It
 // may be called once.
 func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error) {
@@ -117,9 +117,6 @@ func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error)
 		}
 		go func() {
 			for ev := range nc.Events() {
-				if ev.Removed {
-					fs.Forget(ev.Cgroup)
-				}
 				push(host.CgroupEvent{Cgroup: ev.Cgroup, Removed: ev.Removed, Rescan: ev.Rescan})
 			}
 		}()

@@ -153,6 +153,8 @@ const compactLines = 1024
 // flock(2) on the journal's directory (the file itself is replaced when
 // compacted), so that a second memcgd cannot undo the first one's changes
 // while they are in force.
+// The error when another process holds it names the directory and, from
+// /proc/locks, the holder's pid.
 func OpenJournal(path string, l layout.Layout) (*Journal, error) {
 	boot, err := ctlfile.BootID()
 	if err != nil {
@@ -167,9 +169,9 @@ func OpenJournal(path string, l layout.Layout) (*Journal, error) {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
 	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		dir.Close()
+		defer dir.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("open journal %s: in use by another process", path)
+			return nil, lockedError(path, dir)
 		}
 		return nil, fmt.Errorf("open journal %s: lock %s: %w", path, dir.Name(), err)
 	}

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,8 +80,13 @@ func TestJournalIsOpenInOneProcessAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJournal(path, fakeLayout); err == nil {
-		t.Errorf("second OpenJournal(%s) while open: no error", path)
+	// The second open is a second lock holder in this process: flock
+	// locks belong to the open file, and the first one's is held by this
+	// process's pid.
+	_, err = OpenJournal(path, fakeLayout)
+	want := fmt.Sprintf("journal %s: %s locked by pid %d (another memcgd running?)", path, filepath.Dir(path), os.Getpid())
+	if err == nil || err.Error() != want {
+		t.Errorf("second OpenJournal(%s) while open: error %v, want %q", path, err, want)
 	}
 	j.Close()
 	j, err = OpenJournal(path, fakeLayout)
@@ -167,5 +173,38 @@ func TestJournalIgnoresPlantedChanges(t *testing.T) {
 	got := j.Pending()
 	if len(got) != 1 || got[0].Path != "/sys/fs/cgroup/memory/a/memory.limit_in_bytes" {
 		t.Errorf("Pending() = %v, want only the memory.limit_in_bytes change", got)
+	}
+}
+
+// The holder of the journal's flock is found in /proc/locks by the
+// directory's device and inode; a request blocked on the lock, a lock of
+// another kind or another file, and a holder outside this pid namespace
+// are not it.
+func TestFlockHolder(t *testing.T) {
+	const (
+		dev = 0xfe00 // major 0xfe, minor 0
+		ino = 5310748
+	)
+	for _, tt := range []struct {
+		name   string
+		locks  string
+		pid    int
+		listed bool
+	}{
+		{"the holder", "5: FLOCK  ADVISORY  WRITE 12965 fe:00:5310748 0 EOF\n", 12965, true},
+		{"the holder, with requests blocked on it",
+			"5: FLOCK  ADVISORY  WRITE 12965 fe:00:5310748 0 EOF\n5: -> FLOCK  ADVISORY  WRITE 13533 fe:00:5310748 0 EOF\n", 12965, true},
+		{"only a blocked request", "5: -> FLOCK  ADVISORY  WRITE 13533 fe:00:5310748 0 EOF\n", 0, false},
+		{"another inode", "5: FLOCK  ADVISORY  WRITE 12965 fe:00:5310749 0 EOF\n", 0, false},
+		{"another device", "5: FLOCK  ADVISORY  WRITE 12965 fe:01:5310748 0 EOF\n", 0, false},
+		{"a POSIX lock of the file", "3: POSIX  ADVISORY  WRITE 12965 fe:00:5310748 0 EOF\n", 0, false},
+		{"an OFD lock: no pid", "2: OFDLCK ADVISORY  WRITE -1 fe:00:5310748 0 EOF\n", 0, false},
+		{"no locks", "", 0, false},
+		{"a line that does not parse", "garbage\n", 0, false},
+	} {
+		pid, ok := flockHolder([]byte(tt.locks), dev, ino)
+		if pid != tt.pid && tt.listed || ok != tt.listed {
+			t.Errorf("%s: flockHolder = %d, %v; want %d, %v", tt.name, pid, ok, tt.pid, tt.listed)
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -25,7 +27,7 @@ import (
 type fastPath struct {
 	tr     *dirtytrack.Tracker // nil: the fallback
 	reason string              // why the fallback
-	mem    Hierarchy
+	mem    layout.Hierarchy
 	under  host.Cgroup
 	log    *slog.Logger
 
@@ -49,7 +51,7 @@ type fastPath struct {
 	listed map[host.Cgroup]time.Time
 }
 
-func newFastPath(tr *dirtytrack.Tracker, reason string, mem Hierarchy, under host.Cgroup, log *slog.Logger) *fastPath {
+func newFastPath(tr *dirtytrack.Tracker, reason string, mem layout.Hierarchy, under host.Cgroup, log *slog.Logger) *fastPath {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -90,7 +92,7 @@ func (f *fastPath) id(cg host.Cgroup) (uint64, error) {
 	}
 	id, err := dirtytrack.CgroupID(dir)
 	if err != nil {
-		if _, ok := existingDir(dir); !ok {
+		if _, ok := layout.ExistingDir(dir); !ok {
 			return 0, fmt.Errorf("%w: %w", host.ErrVanished, err)
 		}
 		return 0, err
@@ -160,16 +162,13 @@ func (f *fastPath) arm(cg host.Cgroup, above uint64) error {
 	return nil
 }
 
-// forget drops what fastPath holds for cg, once it is removed: its id,
-// the tracker's count, and the freezer directories EnsureFreezer made
-// for it (RemoveFreezer). id 0 means whatever id cg had.
-func (f *fastPath) forget(cg host.Cgroup, id uint64) {
+// forget drops what fastPath holds for cg: its id, the tracker's count,
+// and the freezer directories EnsureFreezer made for it (RemoveFreezer).
+// Only FS.Forget calls it: the driver decides when a cgroup's state goes.
+func (f *fastPath) forget(cg host.Cgroup) {
 	f.mu.Lock()
-	if cur, ok := f.ids[cg]; ok && (id == 0 || cur == id) {
-		id = cur
+	if id, ok := f.ids[cg]; ok {
 		delete(f.ids, cg)
-	}
-	if id != 0 {
 		if f.cgs[id] == cg {
 			delete(f.cgs, id)
 		}
@@ -186,7 +185,7 @@ func (f *fastPath) forget(cg host.Cgroup, id uint64) {
 	delete(f.listed, cg)
 	f.mu.Unlock()
 	if len(made) > 0 {
-		if err := RemoveFreezer(made); err != nil {
+		if err := act.RemoveFreezer(made); err != nil {
 			f.log.Warn("remove the freezer cgroups made for a removed memory cgroup", "cgroup", cg, "err", err)
 		}
 	}
@@ -237,8 +236,10 @@ func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
 }
 
 // handle hands a wake-up to the Watcher, and a mkdir or rmdir beneath the
-// managed subtree to the notifier, forgetting a removed cgroup first. The
-// tracker calls it on its ring readers' goroutines (Tracker.Handle): a
+// managed subtree to the notifier. A removed cgroup's id and freezer
+// directories stay until the driver forgets it (FS.Forget); only the
+// tracker's count, which the tracker dropped itself, is marked gone. The
+// tracker calls handle on its ring readers' goroutines (Tracker.Handle): a
 // wake-up and a cgroup event may be handled at once.
 func (f *fastPath) handle(ev dirtytrack.Event) {
 	switch ev.Kind {
@@ -263,16 +264,16 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)
-		if !beneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
+		if !layout.BeneathOrAt(f.under, cg) || f.mem.Dir(cg) == "" {
 			return
 		}
 		removed := ev.Kind == dirtytrack.Rmdir
 		if removed {
-			// The tracker has unwatched the id already.
+			// The tracker has unwatched the id already: Forget must
+			// not unwatch it again.
 			f.mu.Lock()
 			delete(f.counted, ev.ID)
 			f.mu.Unlock()
-			f.forget(cg, ev.ID)
 		}
 		f.mu.Lock()
 		notify := f.notify
@@ -291,7 +292,7 @@ func (f *fastPath) froze(cg host.Cgroup, made []string, err error) {
 	if len(made) > 0 {
 		f.made[cg] = append(f.made[cg], made...)
 	}
-	var tu *ThrottleUnavailable
+	var tu *act.ThrottleUnavailable
 	switch {
 	case errors.As(err, &tu):
 		f.unavailable[cg] = tu.Reason

@@ -6,21 +6,23 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
 // The tracker's events, as fastPath hands them on: a wake-up of a known
 // id reports its cgroup to the Watcher; mkdir and rmdir beneath the
-// managed subtree reach the notifier, others do not; an rmdir forgets the
-// cgroup's id.
+// managed subtree reach the notifier, others do not. An rmdir drops
+// nothing but the tracker's count of that id, which the tracker dropped
+// itself: the cgroup's id stays until the driver forgets it (Forget).
 func TestFastPathHandle(t *testing.T) {
-	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	mem := layout.Hierarchy{Version: layout.V2, Mount: "/sys/fs/cgroup", Root: "/"}
 	tests := []struct {
 		name     string
 		ev       dirtytrack.Event
 		wakes    []host.Cgroup
 		notified []host.CgroupEvent
-		forgets  bool // the id of /kube/a is gone afterwards
+		uncounts bool // the count of /kube/a's id 7 is marked dropped
 	}{
 		{"wake of a known id", dirtytrack.Event{Kind: dirtytrack.Wake, ID: 7}, []host.Cgroup{"/kube/a"}, nil, false},
 		{"wake of an unknown id", dirtytrack.Event{Kind: dirtytrack.Wake, ID: 8}, nil, nil, false},
@@ -38,7 +40,7 @@ func TestFastPathHandle(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFastPath(nil, "", mem, "/kube", nil)
-			f.ids["/kube/a"], f.cgs[7] = 7, "/kube/a"
+			f.ids["/kube/a"], f.cgs[7], f.counted[7] = 7, "/kube/a", true
 			var wakes []host.Cgroup
 			var notified []host.CgroupEvent
 			f.setWake(func(cg host.Cgroup) { wakes = append(wakes, cg) })
@@ -50,9 +52,11 @@ func TestFastPathHandle(t *testing.T) {
 			if !slices.Equal(notified, tc.notified) {
 				t.Errorf("notified %v, want %v", notified, tc.notified)
 			}
-			_, known := f.ids["/kube/a"]
-			if known == tc.forgets {
-				t.Errorf("id of /kube/a known = %v after the event, want %v", known, !tc.forgets)
+			if _, known := f.ids["/kube/a"]; !known {
+				t.Errorf("id of /kube/a forgotten by the event, want it kept until Forget")
+			}
+			if counted := f.counted[7]; counted == tc.uncounts {
+				t.Errorf("id 7 counted = %v after the event, want %v", counted, !tc.uncounts)
 			}
 		})
 	}
@@ -98,13 +102,13 @@ func TestFastPathListDue(t *testing.T) {
 		{"a clock gone back lists", []call{{cg: "/a", at: time.Second, want: true}, {cg: "/a", at: 0, want: true}}},
 		{"a removed cgroup starts afresh", []call{{cg: "/a", want: true}, {cg: "/a", forget: true}, {cg: "/a", at: time.Millisecond, want: true}}},
 	}
-	mem := Hierarchy{Version: V2, Mount: "/sys/fs/cgroup", Root: "/"}
+	mem := layout.Hierarchy{Version: layout.V2, Mount: "/sys/fs/cgroup", Root: "/"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFastPath(nil, "", mem, "/", nil)
 			for i, c := range tc.calls {
 				if c.forget {
-					f.forget(c.cg, 0)
+					f.forget(c.cg)
 					continue
 				}
 				if got := f.listDue(c.cg, t0.Add(c.at)); got != c.want {

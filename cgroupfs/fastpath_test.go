@@ -3,52 +3,25 @@ package cgroupfs_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"golang.org/x/sys/unix"
 )
 
-// loadTracker loads the eBPF dirty tracker, or skips; with CI=true it
-// fails: the kernels the project tests on (6.18 here, 6.1 in the VM) must
-// run it.
-func loadTracker(t *testing.T) *dirtytrack.Tracker {
-	t.Helper()
-	tr, err := dirtytrack.Load(dirtytrack.Options{})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("load the dirty tracker: %v", err)
-		}
-		t.Skipf("load the dirty tracker: %v", err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// trackedFS returns an FS of l with the tracker tr (nil: the fallback).
-func trackedFS(t *testing.T, l cgroupfs.Layout, under host.Cgroup, j *cgroupfs.Journal, tr *dirtytrack.Tracker) *cgroupfs.FS {
-	t.Helper()
-	fs, err := cgroupfs.NewFSOptions(l, "/proc", under, j, cgroupfs.FSOptions{Tracker: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
-}
+const mib = 1 << 20
 
 // The helper dirtier: the test binary run again with these variables set
 // joins the memory cgroup, then for each number N read from stdin takes
@@ -100,7 +73,7 @@ type dirtier struct {
 func startDirtier(t *testing.T, c *cgrouptest.Cgroup) *dirtier {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFastPathHelperDirtier$")
-	cmd.Env = append(os.Environ(), envDirtierFile+"="+filepath.Join(diskDir(t), "data"), envDirtierJoin+"="+c.Dir)
+	cmd.Env = append(os.Environ(), envDirtierFile+"="+filepath.Join(cgrouptest.DiskDir(t), "data"), envDirtierJoin+"="+c.Dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,13 +142,13 @@ const wakeBound = time.Second
 // from the write(2) to the receipt.
 func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
-	fs := trackedFS(t, l, "/", nil, tr)
+	tr := cgrouptest.LoadTracker(t)
+	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	if p := fs.DirtyPath(); !p.Tracker {
 		t.Fatalf("DirtyPath() = %v, want the tracker", p)
 	}
 	c := cgrouptest.New(t, l, 0)
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	w, err := fs.NewWatcher(watch.WatcherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,16 +202,16 @@ func TestTrackedWatcherReportsDirtiedAbove(t *testing.T) {
 // sibling cgroup's dirty pages alone.
 func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
-	size := dirtySize(t)
-	dir := diskDir(t)
+	tr := cgrouptest.LoadTracker(t)
+	size := cgrouptest.DirtySize(t)
+	dir := cgrouptest.DiskDir(t)
 	target, sibling := cgrouptest.New(t, l, 0), cgrouptest.New(t, l, 0)
 	// Earlier tests' dirty pages may hold the host near its background
 	// threshold, past which the flushers would write ours back first.
 	unix.Sync()
 	cgrouptest.DirtyFile(t, target, filepath.Join(dir, "target"), size)
 	cgrouptest.DirtyFile(t, sibling, filepath.Join(dir, "sibling"), size)
-	targetBefore, siblingBefore := dirty(t, l, target), dirty(t, l, sibling)
+	targetBefore, siblingBefore := target.Dirty(t), sibling.Dirty(t)
 	for _, d := range []uint64{targetBefore, siblingBefore} {
 		if d < uint64(size/2) {
 			t.Fatalf("precondition: a cgroup holds %d MiB dirty, want about %d MiB (did the flusher run?)", d/mib, size/mib)
@@ -247,7 +220,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	ctx := context.Background()
 
 	// The fallback: the writer has exited, no task has the file open.
-	w, err := trackedFS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
+	w, err := cgrouptest.FS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
 	if err != nil {
 		t.Fatalf("WriteOut without the tracker: %v", err)
 	}
@@ -256,7 +229,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	}
 
 	start := time.Now()
-	w, err = trackedFS(t, l, "/", nil, tr).WriteOut(ctx, target.Path)
+	w, err = cgrouptest.FS(t, l, "/", nil, tr).WriteOut(ctx, target.Path)
 	if err != nil {
 		t.Fatalf("WriteOut with the tracker: %v", err)
 	}
@@ -266,14 +239,14 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	}
 	var targetAfter uint64
 	for {
-		targetAfter = dirty(t, l, target)
+		targetAfter = target.Dirty(t)
 		if targetAfter <= targetBefore/10 || time.Since(start) > time.Second {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
-	siblingAfter := dirty(t, l, sibling)
+	siblingAfter := sibling.Dirty(t)
 	retained := 100 * float64(siblingAfter) / float64(siblingBefore)
 	t.Logf("closed-file write-out: target dirty %.1f -> %.1f MiB in %v (call %v), sibling %.1f -> %.1f MiB (%.0f%% kept)",
 		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), call.Round(time.Microsecond),
@@ -296,19 +269,19 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 // the count, by the next write-out.
 func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := loadTracker(t)
-	size := dirtySize(t)
+	tr := cgrouptest.LoadTracker(t)
+	size := cgrouptest.DirtySize(t)
 	parent := cgrouptest.New(t, l, 0)
 	child := parent.Child(t, "c")
-	dir := diskDir(t)
+	dir := cgrouptest.DiskDir(t)
 	old, recent := filepath.Join(dir, "old"), filepath.Join(dir, "recent")
 	unix.Sync()
 	cgrouptest.DirtyFile(t, child, old, size)
-	before := dirty(t, l, child)
+	before := child.Dirty(t)
 	if before < uint64(size/2) {
 		t.Fatalf("precondition: the child holds %d MiB dirty, want about %d MiB (did the flusher run?)", before/mib, size/mib)
 	}
-	fs := trackedFS(t, l, "/", nil, tr)
+	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	ctx := context.Background()
 	first := time.Now()
 	w, err := fs.WriteOut(ctx, parent.Path)
@@ -321,7 +294,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	// A task of the child opens the old file for writing, without
 	// writing; another dirties a new file and exits.
 	holder := child.Start(t, "sh", "-c", `exec 5>>"$0"; exec sleep 3600`, old)
-	awaitOpen(t, holder.Process.Pid, old)
+	cgrouptest.AwaitOpen(t, holder.Process.Pid, old)
 	cgrouptest.DirtyFile(t, child, recent, mib)
 
 	w, err = fs.WriteOut(ctx, parent.Path)
@@ -334,7 +307,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	if w.Files != 1 {
 		t.Errorf("WriteOut within ListEvery of the first = %+v, want 1 file: the recent one, not the old one held open", w)
 	}
-	if d := dirty(t, l, child); d < before/2 {
+	if d := child.Dirty(t); d < before/2 {
 		t.Errorf("child dirty %d MiB after a WriteOut within ListEvery, want most of the old file's %d MiB left", d/mib, before/mib)
 	}
 
@@ -347,217 +320,10 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 		t.Errorf("WriteOut after ListEvery = %+v, want the old file: the listing finds it open", w)
 	}
 	deadline := time.Now().Add(time.Second)
-	for dirty(t, l, child) > before/10 && time.Now().Before(deadline) {
+	for child.Dirty(t) > before/10 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if d := dirty(t, l, child); d > before/10 {
+	if d := child.Dirty(t); d > before/10 {
 		t.Errorf("child dirty %d MiB 1 s after the listing write-out, want at most 10%% of %d MiB", d/mib, before/mib)
-	}
-}
-
-// FS.Freeze of a cgroup that exists only in the v1 memory hierarchy makes
-// its freezer cgroup (EnsureFreezer) and holds it frozen until Thaw; the
-// directory made is removed by Forget once the memory cgroup is gone. On a
-// host whose only freezer is missing, Freeze reports the throttle
-// unavailable and ThrottleUnavailable says why.
-func TestFSFreezeMemoryOnlyCgroup(t *testing.T) {
-	l, p := v1Freezer(t)
-	v1only := l
-	v1only.Unified = nil // the v1 freezer, as on a host without a unified mirror
-	cg := host.Cgroup(path.Join(string(p.Path), "svc"))
-	frzDir := l.Freezer.Dir(cg)
-	fs := trackedFS(t, v1only, "/", journal(t, l), nil)
-	// Registered before the cgroup and the writer, so that it runs after
-	// they are gone.
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			fs.Forget(cg)
-			if _, err := os.Stat(frzDir); errors.Is(err, os.ErrNotExist) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("Forget left %s behind", frzDir)
-				_ = cgroupfs.RemoveFreezer([]string{frzDir})
-				return
-			}
-			// A killed task leaves its freezer cgroup a moment after
-			// it is reaped: Forget's RemoveFreezer then finds it busy.
-			// Freeze again (it fails: the memory cgroup is gone) to
-			// hand FS the directory again.
-			time.Sleep(10 * time.Millisecond)
-			_, _ = fs.Freeze(context.Background(), cg)
-		}
-	})
-	c := memoryOnly(t, l, cg)
-	a := startWriter(t, c.Dir, frzDir)
-	if got := freezerOfTask(t, a.Process.Pid); got != "/" {
-		t.Fatalf("writer starts in freezer cgroup %s, want the root", got)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f, err := fs.Freeze(ctx, cg)
-	if err != nil {
-		t.Fatalf("Freeze of a memory-only cgroup: %v", err)
-	}
-	defer f.End()
-	if got := freezerOfTask(t, a.Process.Pid); got != cg {
-		t.Errorf("writer in freezer cgroup %s after Freeze, want %s", got, cg)
-	}
-	if r := fs.ThrottleUnavailable(cg); r != "" {
-		t.Errorf("ThrottleUnavailable = %q after a freeze that worked, want \"\"", r)
-	}
-	awaitFreezer(t, frzDir, "FROZEN")
-	n0 := dirtied(t, l, cg)
-	time.Sleep(100 * time.Millisecond)
-	if n1 := dirtied(t, l, cg); n1 != n0 {
-		t.Errorf("frozen: writer dirtied %d bytes in 100 ms, want 0", n1-n0)
-	}
-	if err := f.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "THAWED")
-	grew := false
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if dirtied(t, l, cg) > n0 {
-			grew = true
-			break
-		}
-	}
-	if !grew {
-		t.Error("thawed: writer dirtied nothing in 1 s")
-	}
-	if err := f.Refreeze(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "FROZEN")
-	if err := f.End(); err != nil {
-		t.Fatal(err)
-	}
-	awaitFreezer(t, frzDir, "THAWED")
-
-	// No freezer at all: a layout without the v1 freezer hierarchy.
-	none := v1only
-	none.Freezer = nil
-	nfs := trackedFS(t, none, "/", journal(t, l), nil)
-	_, err = nfs.Freeze(ctx, cg)
-	var tu *cgroupfs.ThrottleUnavailable
-	if !errors.As(err, &tu) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("Freeze with no freezer: error %v, want a *ThrottleUnavailable", err)
-	}
-	if r := nfs.ThrottleUnavailable(cg); r == "" || r != tu.Reason || !strings.Contains(r, "freezer") {
-		t.Errorf("ThrottleUnavailable = %q, want the reason %q", r, tu.Reason)
-	}
-	t.Logf("without a freezer: %v", err)
-}
-
-// startCgroupEvents makes a cgroup p and starts FS.CgroupEvents over the
-// subtree it heads: from the tracker's cgroup tracepoints with tracker
-// (it must load with them), else from inotify. cancel ends the reports;
-// the test's cleanup does too.
-func startCgroupEvents(t *testing.T, l cgroupfs.Layout, tracker bool) (p *cgrouptest.Cgroup, events <-chan host.CgroupEvent, cancel context.CancelFunc) {
-	t.Helper()
-	var tr *dirtytrack.Tracker
-	if tracker {
-		tr = loadTracker(t)
-		if !tr.CgroupEvents() {
-			t.Fatal("the tracker loaded without its cgroup mkdir/rmdir programs")
-		}
-	}
-	p = cgrouptest.New(t, l, 0)
-	fs := trackedFS(t, l, p.Path, nil, tr)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	events, err := fs.CgroupEvents(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, events, cancel
-}
-
-// New and removed cgroups beneath the managed subtree are reported through
-// FS.CgroupEvents within reportBound() (100 ms on the host), from the
-// tracker's tracepoints and, without it, from inotify.
-func TestFSCgroupEventsWithin100ms(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	for _, tc := range []struct {
-		name    string
-		tracker bool
-	}{{"tracker", true}, {"inotify", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, events, cancel := startCgroupEvents(t, l, tc.tracker)
-			in := make(chan received, 1<<12)
-			go func() {
-				for ev := range events {
-					if ev.Cgroup == p.Path && !ev.Removed {
-						// p's own mkdir, made before CgroupEvents
-						// began, may still be in the tracker's ring.
-						continue
-					}
-					in <- received{cgroupfs.CgroupEvent{Cgroup: ev.Cgroup, Removed: ev.Removed, Rescan: ev.Rescan}, time.Now()}
-				}
-				close(in)
-			}()
-			// A sibling outside the managed subtree is not reported.
-			outside := cgrouptest.New(t, l, 0)
-			cs := chains(p.Path, 10)
-			created := map[host.Cgroup]time.Time{}
-			var got []received
-			for i, c := range cs {
-				maps.Copy(created, mkdirs(t, l, c))
-				if i == 0 {
-					outside.Child(t, "stray")
-				}
-				got = append(got, await(t, in, len(c), 10*time.Second)...)
-			}
-			checkReports(t, tc.name+" created", got, created, false)
-			removed := map[host.Cgroup]time.Time{}
-			got = nil
-			for _, c := range cs {
-				for i := len(c) - 1; i >= 0; i-- {
-					if err := rmdir(l.Memory.Dir(c[i])); err != nil {
-						t.Fatal(err)
-					}
-					removed[c[i]] = time.Now()
-				}
-				got = append(got, await(t, in, len(c), 10*time.Second)...)
-			}
-			checkReports(t, tc.name+" removed", got, removed, true)
-			cancel()
-			for range in { // closed once ctx ends
-			}
-		})
-	}
-}
-
-// A receiver that falls behind by more than the queue loses reports, and
-// is then sent one Rescan, without another report to carry it: the
-// forwarder is woken by the drop itself (it once polled for it every
-// 10 ms, an idle daemon's 100 wake-ups a second).
-func TestFSCgroupEventsOwesARescanWhenTheReceiverFallsBehind(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	p, events, _ := startCgroupEvents(t, l, true)
-	// More cgroups than the queue holds, made while nothing receives.
-	var cgs []host.Cgroup
-	for i := range cgroupfs.DefaultNewCgroupsQueue + 64 {
-		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), "c"+strconv.Itoa(i))))
-	}
-	mkdirs(t, l, cgs)
-	deadline := time.After(10 * time.Second)
-	reported := 0
-	for {
-		select {
-		case ev := <-events:
-			if ev.Rescan {
-				if ev.Cgroup != p.Path {
-					t.Errorf("Rescan of %s, want the managed subtree %s", ev.Cgroup, p.Path)
-				}
-				t.Logf("%d of %d cgroups reported, then a Rescan", reported, len(cgs))
-				return
-			}
-			reported++
-		case <-deadline:
-			t.Fatalf("%d of %d cgroups reported and no Rescan within 10 s", reported, len(cgs))
-		}
 	}
 }

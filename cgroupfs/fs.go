@@ -8,22 +8,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
+	"github.com/memcgd/memcgd/cgroupfs/safeio"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 )
 
 // FS is the real kernel as a host.Host: the memory cgroups of one subtree
-// of the mounted hierarchy, observed through cgroupfs and acted on with
-// the actuators of this package. Stateful actions go through its journal.
+// of the mounted hierarchy, observed through cgroupfs (observe) and acted
+// on with the actuators of package act. Stateful actions go through its journal.
 // FS is safe for concurrent use.
 type FS struct {
-	layout   Layout
+	layout   layout.Layout
 	procRoot string
 	under    host.Cgroup
-	journal  *Journal
-	bio      *BoundedIO
-	flusher  *Flusher
+	journal  *journal.Journal
+	bio      *safeio.BoundedIO
+	flusher  *act.Flusher
 	fast     *fastPath // the tracker's share; fastpath.go
 	// trackerWriteOut is FSOptions.TrackerWriteOut.
 	trackerWriteOut time.Duration
@@ -34,7 +39,7 @@ type FS struct {
 	// (Reader.KeepFilesOpen); at most cap(readers) are kept, and one
 	// returned beyond that is closed, so that no file is left open
 	// unaccounted.
-	readers chan *Reader
+	readers chan *observe.Reader
 }
 
 // idleReaders is how many idle Readers FS keeps: the agent's workers and
@@ -47,12 +52,13 @@ var (
 	_ host.FastPath       = (*FS)(nil)
 	_ host.Freezer        = (*FS)(nil)
 	_ host.CgroupNotifier = (*FS)(nil)
+	_ host.Forgetter      = (*FS)(nil)
 )
 
 // NewFS returns the host for the cgroups beneath under in layout l, with
 // the default FSOptions. journal may be nil only for a read-only FS
 // (memcgd stat): then the stateful actions fail.
-func NewFS(l Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
+func NewFS(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal) *FS {
 	fs, err := NewFSOptions(l, procRoot, under, journal, FSOptions{})
 	if err != nil {
 		panic(err) // the defaults are valid
@@ -63,9 +69,9 @@ func NewFS(l Layout, procRoot string, under host.Cgroup, journal *Journal) *FS {
 // FSOptions bounds what FS does to files on a tenant's behalf.
 type FSOptions struct {
 	// IO bounds each blocking file operation of write-out and flush.
-	IO IOOptions
+	IO safeio.IOOptions
 	// Flush limits full flushes host-wide.
-	Flush FlushOptions
+	Flush act.FlushOptions
 	// Log receives the outcome of flushes, which finish after Flush
 	// returns; nil discards it.
 	Log *slog.Logger
@@ -89,12 +95,12 @@ type FSOptions struct {
 const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
-func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal, opts FSOptions) (*FS, error) {
-	bio, err := NewBoundedIO(opts.IO)
+func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal, opts FSOptions) (*FS, error) {
+	bio, err := safeio.NewBoundedIO(opts.IO)
 	if err != nil {
 		return nil, err
 	}
-	fl, err := NewFlusher(opts.Flush, bio, opts.Log)
+	fl, err := act.NewFlusher(opts.Flush, bio, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -107,24 +113,24 @@ func NewFSOptions(l Layout, procRoot string, under host.Cgroup, journal *Journal
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
 		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
-	fs.readers = make(chan *Reader, idleReaders)
+	fs.readers = make(chan *observe.Reader, idleReaders)
 	return fs, nil
 }
 
 // reader returns an idle Reader, or a new one.
-func (fs *FS) reader() *Reader {
+func (fs *FS) reader() *observe.Reader {
 	select {
 	case r := <-fs.readers:
 		return r
 	default:
-		r := NewReader(fs.layout)
+		r := observe.NewReader(fs.layout)
 		r.KeepFilesOpen()
 		return r
 	}
 }
 
 // putReader makes r idle again, or closes it when enough are.
-func (fs *FS) putReader(r *Reader) {
+func (fs *FS) putReader(r *observe.Reader) {
 	select {
 	case fs.readers <- r:
 	default:
@@ -146,12 +152,12 @@ func (fs *FS) Close() {
 }
 
 // Layout is the hierarchies FS works in.
-func (fs *FS) Layout() Layout { return fs.layout }
+func (fs *FS) Layout() layout.Layout { return fs.layout }
 
 // Cgroups lists the memory cgroups beneath (and including) the managed
 // subtree, parents first.
 func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
-	return Walk(fs.layout.Memory, fs.under)
+	return layout.Walk(fs.layout.Memory, fs.under)
 }
 
 // Observe reads cg's state. The hierarchy root has no limit; FS reports
@@ -176,15 +182,15 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 	return s, nil
 }
 
-// Reclaim reclaims up to n bytes from cg; see the package function.
+// Reclaim reclaims up to n bytes from cg; see act.Reclaim.
 func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
-	if fs.journal == nil && fs.layout.Memory.Version == V1 {
+	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
-	return Reclaim(ctx, fs.layout, cg, n, fs.journal)
+	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal)
 }
 
-// WriteOut starts write-out of cg's own files; see the package function.
+// WriteOut starts write-out of cg's own files; see act.WriteOut.
 // With the tracker it writes out, within FSOptions.TrackerWriteOut, the
 // files cg's subtree dirtied last (dirtytrack's Recent: a few map lookups)
 // and, at cg's first write-out and then once every ListEvery
@@ -193,19 +199,18 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 // lack. A file found twice counts once in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
 	if fs.fast.tr == nil {
-		out, _, err := writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
-		return out, err
+		return act.WriteOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 	}
 	var (
 		out  host.WriteOut
-		done = newFileSet()
+		done = act.NewFileSet()
 		err  error
 	)
 	all := fs.fast.listDue(cg, time.Now())
 	if all {
-		out, done, err = writeOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+		out, done, err = act.WriteOutFiles(ctx, fs.bio, fs.procRoot, fs.layout, cg)
 	} else {
-		out.Bytes, err = cgroupDirtyBytes(fs.layout, cg)
+		out.Bytes, err = act.DirtyBytes(fs.layout, cg)
 	}
 	if errors.Is(err, host.ErrVanished) {
 		return out, err
@@ -225,7 +230,7 @@ func (fs *FS) Flush(ctx context.Context, cg host.Cgroup) error {
 }
 
 // StartFlush is Flush, saying what it did.
-func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (FlushResult, error) {
+func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (act.FlushResult, error) {
 	return fs.flusher.Flush(ctx, fs.procRoot, fs.layout, cg)
 }
 
@@ -234,8 +239,8 @@ func (fs *FS) StartFlush(ctx context.Context, cg host.Cgroup) (FlushResult, erro
 func (fs *FS) WaitFlushes(ctx context.Context) error { return fs.flusher.Wait(ctx) }
 
 // IO returns the bound on FS's blocking file operations, for a second
-// source of files to write out (BoundedIO.WriteOutFD).
-func (fs *FS) IO() *BoundedIO { return fs.bio }
+// source of files to write out (act.WriteOutFD).
+func (fs *FS) IO() *safeio.BoundedIO { return fs.bio }
 
 // Pause freezes cg for d and thaws it.
 func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error {
@@ -243,7 +248,7 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 		return fmt.Errorf("pause %s: read-only host has no journal", cg)
 	}
 	var made []string
-	err := pause(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
+	err := act.PauseMirrored(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
 	fs.fast.froze(cg, made, err)
 	return err
 }
@@ -254,11 +259,11 @@ func (fs *FS) Now() time.Time { return time.Now() }
 // Dirtied counts the bytes cg's tasks have dirtied. With the tracker it
 // is the tracker's monotonic counter of the bytes dirtied in cg's subtree
 // since FS first asked (the first call starts it, at 0); otherwise the
-// sum over cg's tasks of /proc/PID/io (the package function), which falls
+// sum over cg's tasks of /proc/PID/io (act.Dirtied), which falls
 // when a task exits.
 func (fs *FS) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
 	if fs.fast.tr != nil {
 		return fs.fast.dirtied(cg)
 	}
-	return Dirtied(ctx, fs.procRoot, fs.layout, cg)
+	return act.Dirtied(ctx, fs.procRoot, fs.layout, cg)
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -16,11 +18,11 @@ func (fs *FS) DirtyPath() host.DirtyPath { return fs.fast.path() }
 // Tracker returns the eBPF dirty tracker in force, or nil.
 func (fs *FS) Tracker() *dirtytrack.Tracker { return fs.fast.tr }
 
-// Freeze begins a throttle episode of cg (the package function Freeze)
+// Freeze begins a throttle episode of cg (act.Freeze)
 // that the caller holds across steps: Thaw, Refreeze, End. On cgroup v1,
 // a memory cgroup with no freezer cgroup at its path gets one
 // (EnsureFreezer, before every Freeze: the re-sweep of tasks that joined
-// since); where that cannot work the error is a *ThrottleUnavailable
+// since); where that cannot work the error is a *act.ThrottleUnavailable
 // (errors.Is ErrUnsupported), and ThrottleUnavailable(cg) says why until
 // a later Freeze or Pause of cg succeeds. The directories made are
 // removed when cg is (Forget). The episode ends when ctx ends.
@@ -29,7 +31,7 @@ func (fs *FS) Freeze(ctx context.Context, cg host.Cgroup) (host.Frozen, error) {
 		return nil, fmt.Errorf("freeze %s: read-only host has no journal", cg)
 	}
 	var made []string
-	f, err := freeze(ctx, fs.layout, fs.procRoot, cg, fs.journal, &made)
+	f, err := act.FreezeMirrored(ctx, fs.layout, fs.procRoot, cg, fs.journal, &made)
 	fs.fast.froze(cg, made, err)
 	if err != nil {
 		return nil, err
@@ -41,19 +43,19 @@ func (fs *FS) Freeze(ctx context.Context, cg host.Cgroup) (host.Frozen, error) {
 // Freeze or Pause found, or "".
 func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.throttleUnavailable(cg) }
 
-// Forget drops what FS holds for a removed cgroup: its tracker id and
-// count, and the freezer directories FS made for it (RemoveFreezer, which
-// leaves a directory still in use). FS forgets by itself the cgroups its
-// cgroup notifier reports removed; the agent calls Forget when it drops a
-// cgroup it found gone otherwise. A cgroup that still exists is looked up
-// again at its next use.
-func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg, 0) }
+// Forget drops what FS holds for a cgroup the driver stops managing: its
+// tracker id and count, and the freezer directories FS made for it
+// (RemoveFreezer, which leaves a directory still in use). It is
+// host.Forgetter: FS never forgets a cgroup by itself, not even one its
+// cgroup notifier reports removed. A cgroup that still exists is looked
+// up again at its next use.
+func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg) }
 
 // writeOutTracked writes out the files the tracker recorded for cg (all
 // of them, or only the ones its subtree dirtied last), except those in
-// done, within fs.trackerWriteOut and under fs.bio, one bounded operation
-// per filesystem. It returns how many it started.
-func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet, all bool) (int, error) {
+// done, within fs.trackerWriteOut and under fs.bio (act.WriteOutTracked).
+// It returns how many it started.
+func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *act.FileSet, all bool) (int, error) {
 	id, err := fs.fast.count(cg)
 	if err != nil {
 		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
@@ -66,65 +68,27 @@ func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *fileSet
 	if err != nil {
 		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}
-	byDev := make(map[uint64][]dirtytrack.Inode)
-	var devs []uint64
-	for _, ino := range inodes {
-		if done.has(ino.Dev, ino.Ino) {
-			continue
-		}
-		if byDev[ino.Dev] == nil {
-			devs = append(devs, ino.Dev)
-		}
-		byDev[ino.Dev] = append(byDev[ino.Dev], ino)
+	n, err := act.WriteOutTracked(ctx, fs.bio, fs.fast.tr, inodes, done, fs.trackerWriteOut)
+	if err != nil {
+		return n, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}
-	if len(devs) == 0 {
-		return 0, nil
-	}
-	// The budget stops new files from being started; one started runs
-	// to its end, bounded by fs.bio (sync_file_range may wait for room
-	// in the device's request queue).
-	budget, cancel := context.WithTimeout(ctx, fs.trackerWriteOut)
-	defer cancel()
-	var started atomic.Int64
-	var errs []error
-	for _, dev := range devs {
-		if budget.Err() != nil {
-			break // the rest waits for the next write-out, or the flush
-		}
-		group := byDev[dev]
-		var werr error
-		err := fs.bio.do(ctx, ioKey{'d', dev}, func() {
-			var res dirtytrack.WriteOutResult
-			res, werr = fs.fast.tr.WriteOutInodes(budget, group)
-			started.Add(int64(res.Files))
-		})
-		if err == nil && !errors.Is(werr, context.DeadlineExceeded) {
-			err = werr
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return int(started.Load()), fmt.Errorf("write out %s: tracked files: %w", cg, err)
-	}
-	return int(started.Load()), nil
+	return n, nil
 }
 
 // CgroupEvents reports the cgroups created and removed beneath the managed
 // subtree until ctx ends, then closes the channel: from the tracker's
 // cgroup_mkdir/cgroup_rmdir tracepoints when it is in force and has them,
-// otherwise from inotify (WatchNewCgroups). A removed cgroup is forgotten
-// (Forget) before it is reported. Reports never block the sources: past
-// DefaultNewCgroupsQueue waiting ones they are dropped and a Rescan is
-// sent once there is room. With the tracker, a cgroup created a moment
+// otherwise from inotify (watch.WatchNewCgroups). What FS holds for a
+// removed cgroup stays until the receiver calls Forget. Reports never
+// block the sources: past watch.DefaultNewCgroupsQueue waiting ones they
+// are dropped and a Rescan is sent once there is room. With the tracker, a cgroup created a moment
 // before the call may be reported too (its event was still queued). It
 // may be called once.
 func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error) {
 	if !fs.notifying.CompareAndSwap(false, true) {
 		return nil, errors.New("cgroup events: already started")
 	}
-	in := make(chan host.CgroupEvent, DefaultNewCgroupsQueue)
+	in := make(chan host.CgroupEvent, watch.DefaultNewCgroupsQueue)
 	// owed says a report was dropped; dropped wakes the forwarder to
 	// send the Rescan it owes even if no report follows. (A ticker did
 	// that before: 100 wake-ups a second of an idle daemon, for nothing.)
@@ -146,16 +110,13 @@ func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error)
 		fs.fast.setNotify(push)
 		stop = func() { fs.fast.setNotify(nil) }
 	} else {
-		nc, err := WatchNewCgroups(fs.layout.Memory, fs.under, NewCgroupsOptions{Logger: fs.log})
+		nc, err := watch.WatchNewCgroups(fs.layout.Memory, fs.under, watch.NewCgroupsOptions{Logger: fs.log})
 		if err != nil {
 			fs.notifying.Store(false)
 			return nil, fmt.Errorf("cgroup events: %w", err)
 		}
 		go func() {
 			for ev := range nc.Events() {
-				if ev.Removed {
-					fs.Forget(ev.Cgroup)
-				}
 				push(host.CgroupEvent{Cgroup: ev.Cgroup, Removed: ev.Removed, Rescan: ev.Rescan})
 			}
 		}()

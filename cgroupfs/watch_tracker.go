@@ -1,6 +1,7 @@
 package cgroupfs
 
 import (
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -14,13 +15,13 @@ import (
 // poll stays for the cgroups watched with a UsageAbove: the tracker sees
 // pages dirtied, not the anonymous and clean page-cache growth that
 // brings a cgroup to its low watermark (docs/fastpath.md); its schedule
-// reads a cgroup far from its threshold rarely (watch_schedule.go), and
+// reads a cgroup far from its threshold rarely (watch/watch_schedule.go), and
 // with a tracker policy sets UsageAbove from the watermarks alone. Without
 // the tracker it is the plain Watcher and ignores DirtiedAbove.
 //
 // Get one from FS.NewWatcher. It is safe for concurrent use.
 type TrackedWatcher struct {
-	*Watcher
+	*watch.Watcher
 	fast *fastPath
 }
 
@@ -28,26 +29,20 @@ var _ host.Watcher = (*TrackedWatcher)(nil)
 
 // NewWatcher returns the Watcher of fs's cgroups. With the tracker in
 // force, opts.NoPSI is set.
-func (fs *FS) NewWatcher(opts WatcherOptions) (*TrackedWatcher, error) {
+func (fs *FS) NewWatcher(opts watch.WatcherOptions) (*TrackedWatcher, error) {
 	if fs.fast.tr != nil {
 		opts.NoPSI = true
 	}
-	w, err := NewWatcher(fs.layout, opts)
+	w, err := watch.NewWatcher(fs.layout, opts)
 	if err != nil {
 		return nil, err
 	}
 	tw := &TrackedWatcher{Watcher: w, fast: fs.fast}
 	if fs.fast.tr != nil {
 		// Called by the tracker's dispatcher, with no lock held. It
-		// may run after Close (the sink is removed then), hence the
-		// closed check.
-		fs.fast.setWake(func(cg host.Cgroup) {
-			w.mu.Lock()
-			defer w.unlock()
-			if !w.closed && w.watches[cg] != nil {
-				w.reportOnce(cg)
-			}
-		})
+		// may run after Close (the sink is removed then), which
+		// ReportOnce allows for.
+		fs.fast.setWake(w.ReportOnce)
 	}
 	return tw, nil
 }

@@ -107,3 +107,14 @@ type CgroupNotifier interface {
 	// is closed when ctx ends. It may be called once.
 	CgroupEvents(ctx context.Context) (<-chan CgroupEvent, error)
 }
+
+// Forgetter is a host that keeps resources per cgroup of its own making
+// (the real kernel's: the tracker's id and count for the cgroup, freezer
+// cgroups made for it). The driver calls Forget once when it stops
+// managing a cgroup (it was removed): the host never drops them by
+// itself, so that one owner decides a cgroup's lifetime.
+type Forgetter interface {
+	// Forget drops what the host holds for cg. A cgroup that still
+	// exists is looked up afresh at its next use.
+	Forget(cg Cgroup)
+}

@@ -65,14 +65,6 @@ type Host interface {
 	Now() time.Time
 }
 
-// Forgetter is a host that keeps resources per cgroup (the tracker's id,
-// freezer directories it made). The driver calls Forget once when it
-// stops managing a cgroup; the host never decides a cgroup's lifetime on
-// its own.
-type Forgetter interface {
-	Forget(cg Cgroup)
-}
-
 // DirtyCounter is a Host that can tell how many bytes of page cache a
 // cgroup's tasks have dirtied: what the throttle must pace and what charges
 // new pages. The agent asks it for the cgroup it steps, not its ancestors.

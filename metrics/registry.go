@@ -13,7 +13,7 @@ import (
 )
 
 // DropCounter is a watcher that counts the reports it dropped for a full
-// queue (cgroupfs.Watcher): the safety scan finds those cgroups later.
+// queue (watch.Watcher): the safety scan finds those cgroups later.
 type DropCounter interface {
 	Dropped() uint64
 }

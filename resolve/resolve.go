@@ -51,7 +51,7 @@ func Resolve(ctx context.Context, cg host.Cgroup, observe Observer, knobs func(h
 
 // PathCache is an Observer that keeps the readings of one path from the
 // root: the last cgroup read and its ancestors. Over cgroups in depth-first
-// order, parents first (cgroupfs.Walk's), each cgroup is read once, and it
+// order, parents first (layout.Walk's), each cgroup is read once, and it
 // holds at most one reading per level rather than one per cgroup.
 type PathCache struct {
 	observe Observer

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -38,12 +38,12 @@ const settle = sandbox.Settle
 // Layout discovers the host's cgroup mounts. Without root or without a
 // memory cgroup mount the test cannot run: it fails when CI=true, since CI
 // must exercise the real kernel, and is skipped otherwise.
-func Layout(t testing.TB) cgroupfs.Layout {
+func Layout(t testing.TB) layout.Layout {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		unavailable(t, "real-kernel test needs root (euid %d)", os.Geteuid())
 	}
-	l, err := cgroupfs.Discover(procRoot)
+	l, err := layout.Discover(procRoot)
 	if err != nil {
 		unavailable(t, "real-kernel test needs a memory cgroup mount: %v", err)
 	}
@@ -65,7 +65,7 @@ type Cgroup struct {
 	// Dir is its directory in the memory hierarchy.
 	Dir string
 
-	layout cgroupfs.Layout
+	layout layout.Layout
 	// procs are the directories whose cgroup.procs a started task joins:
 	// Dir, and on a hybrid host the unified and freezer cgroups at the
 	// same path.
@@ -89,13 +89,13 @@ type Cgroup struct {
 // no-internal-process rule); otherwise it requires them enabled already.
 // The root's controllers are left enabled at cleanup: other tests may be
 // using them concurrently.
-func New(t testing.TB, l cgroupfs.Layout, limit uint64) *Cgroup {
+func New(t testing.TB, l layout.Layout, limit uint64) *Cgroup {
 	t.Helper()
-	self, err := cgroupfs.Self(procRoot, l)
+	self, err := layout.Self(procRoot, l)
 	if err != nil {
 		t.Fatalf("test cgroup: %v", err)
 	}
-	if l.Memory.Version == cgroupfs.V2 {
+	if l.Memory.Version == layout.V2 {
 		dir := l.Memory.Dir(self)
 		ok, err := sandbox.Enabled(dir, "memory")
 		if err != nil {
@@ -120,7 +120,7 @@ func (c *Cgroup) Child(t testing.TB, name string) *Cgroup {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n") {
 		t.Fatalf("child cgroup name %q: want a single path element", name)
 	}
-	if c.layout.Memory.Version == cgroupfs.V2 {
+	if c.layout.Memory.Version == layout.V2 {
 		enableControllers(t, c.Dir)
 	}
 	return create(t, c.layout, host.Cgroup(path.Join(string(c.Path), name)), 0)
@@ -142,7 +142,7 @@ func enableControllers(t testing.TB, dir string) {
 // create makes the cgroup cg in the memory hierarchy and, on a hybrid
 // host, at the same path in the unified and freezer hierarchies; cleanup
 // removes them.
-func create(t testing.TB, l cgroupfs.Layout, cg host.Cgroup, limit uint64) *Cgroup {
+func create(t testing.TB, l layout.Layout, cg host.Cgroup, limit uint64) *Cgroup {
 	t.Helper()
 	sc, err := sandbox.Create(l, cg, sandbox.Options{Limit: limit, Mirror: true})
 	if sc != nil {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -40,7 +40,7 @@ func TestNewStartsTasksInsideAndCleansUp(t *testing.T) {
 		dirs = append(dirs, c.Dir, child.Dir)
 
 		limitFile := "memory.max"
-		if l.Memory.Version == cgroupfs.V1 {
+		if l.Memory.Version == layout.V1 {
 			limitFile = "memory.limit_in_bytes"
 		}
 		b, err := os.ReadFile(filepath.Join(c.Dir, limitFile))
@@ -53,13 +53,13 @@ func TestNewStartsTasksInsideAndCleansUp(t *testing.T) {
 
 		cmd := child.Start(t, "sleep", "60")
 		memCtl := "memory"
-		if l.Memory.Version == cgroupfs.V2 {
+		if l.Memory.Version == layout.V2 {
 			memCtl = ""
 		}
 		if got := procCgroup(t, cmd.Process.Pid, memCtl); got != child.Path {
 			t.Errorf("started task in memory cgroup %s, want %s", got, child.Path)
 		}
-		if l.Memory.Version == cgroupfs.V1 {
+		if l.Memory.Version == layout.V1 {
 			if d, ok := l.UnifiedDir(child.Path); ok {
 				dirs = append(dirs, d)
 				if got := procCgroup(t, cmd.Process.Pid, ""); got != child.Path {
@@ -107,8 +107,8 @@ func statKeys(t *testing.T, dir string, keys ...string) map[string]uint64 {
 }
 
 // dirtyKeys are memory.stat's hierarchical dirty and writeback keys.
-func dirtyKeys(l cgroupfs.Layout) (dirty, writeback string) {
-	if l.Memory.Version == cgroupfs.V1 {
+func dirtyKeys(l layout.Layout) (dirty, writeback string) {
+	if l.Memory.Version == layout.V1 {
 		return "total_dirty", "total_writeback"
 	}
 	return "file_dirty", "file_writeback"

@@ -1,7 +1,7 @@
 // Package format parses the text files of the kernel's memory cgroups and
 // procfs: memory.stat (v1 and v2), memory.events, pressure stall
 // information, single-value files, /proc/PID/mountinfo, /proc/PID/cgroup,
-// /proc/PID/fdinfo/N, /proc/PID/io and /proc/meminfo.
+// /proc/PID/fdinfo/N, /proc/PID/io, /proc/meminfo and /proc/locks.
 //
 // The stat parsers fill a caller-provided struct and allocate nothing in
 // steady state, so a daemon can read thousands of cgroups a second without

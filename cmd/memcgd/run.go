@@ -15,6 +15,9 @@ import (
 	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -163,11 +166,11 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	l, err := cgroupfs.Discover(g.procRoot)
+	l, err := layout.Discover(g.procRoot)
 	if err != nil {
 		return err
 	}
-	j, err := cgroupfs.OpenJournal(f.journal, l)
+	j, err := journal.OpenJournal(f.journal, l)
 	if err != nil {
 		return err
 	}
@@ -203,7 +206,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return err
 	}
 	defer fs.Close()
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	w, err := fs.NewWatcher(watch.WatcherOptions{})
 	if err != nil {
 		return err
 	}
@@ -305,21 +308,21 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 // when mounted. The agent never pauses nor reclaims a cgroup that holds
 // one of them. The daemon refuses to start without knowing them all: it
 // could freeze itself.
-func selfCgroups(procRoot string, l cgroupfs.Layout) ([]host.Cgroup, error) {
-	mem, err := cgroupfs.Self(procRoot, l)
+func selfCgroups(procRoot string, l layout.Layout) ([]host.Cgroup, error) {
+	mem, err := layout.Self(procRoot, l)
 	if err != nil {
 		return nil, fmt.Errorf("find the daemon's own memory cgroup, which it must never throttle: %w", err)
 	}
 	self := []host.Cgroup{mem}
-	if l.Unified != nil && l.Memory.Version == cgroupfs.V1 {
-		cg, err := cgroupfs.SelfUnified(procRoot)
+	if l.Unified != nil && l.Memory.Version == layout.V1 {
+		cg, err := layout.SelfUnified(procRoot)
 		if err != nil {
 			return nil, fmt.Errorf("find the daemon's own unified cgroup, which it must never freeze: %w", err)
 		}
 		self = append(self, cg)
 	}
 	if l.Freezer != nil {
-		cg, err := cgroupfs.SelfFreezer(procRoot)
+		cg, err := layout.SelfFreezer(procRoot)
 		if err != nil {
 			return nil, fmt.Errorf("find the daemon's own freezer cgroup, which it must never freeze: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -64,7 +65,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := cgroupfs.Discover(g.procRoot)
+			l, err := layout.Discover(g.procRoot)
 			if err != nil {
 				return err
 			}

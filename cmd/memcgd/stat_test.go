@@ -10,14 +10,14 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // realKernel skips (or, with CI=true, fails) a test that needs root and
 // the real cgroupfs.
-func realKernel(t *testing.T) cgroupfs.Layout {
+func realKernel(t *testing.T) layout.Layout {
 	t.Helper()
-	l, err := cgroupfs.Discover("/proc")
+	l, err := layout.Discover("/proc")
 	if err == nil && os.Geteuid() != 0 {
 		err = os.ErrPermission
 	}
@@ -39,7 +39,7 @@ var statFields = []string{
 
 func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 	l := realKernel(t)
-	self, err := cgroupfs.Self("/proc", l)
+	self, err := layout.Self("/proc", l)
 	if err != nil {
 		t.Fatal(err)
 	}

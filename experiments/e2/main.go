@@ -31,7 +31,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 	"github.com/memcgd/memcgd/memcg"
 )
@@ -186,7 +186,7 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		}
 		thresh := float64(e.dirty)
 		stock := "none (v1 has no per-cgroup dirty limit)"
-		if b.Layout.Memory.Version == cgroupfs.V2 {
+		if b.Layout.Memory.Version == layout.V2 {
 			// mm/page-writeback.c balance_dirty_pages, mdtc: v2 cgroup
 			// writeback limits each memcg domain too, to the global ratio
 			// of the cgroup's dirtyable memory.
@@ -347,7 +347,7 @@ func (e experiment) part2(ctx context.Context, b *lab.Bench, run int) error {
 			c := b.Root
 			where := "root of the subtree, no limit"
 			// On v2 the Root may hold no task: see the package comment.
-			own := limited || b.Layout.Memory.Version == cgroupfs.V2
+			own := limited || b.Layout.Memory.Version == layout.V2
 			if own {
 				o := lab.CgroupOptions{Mirror: true}
 				where = "child of the subtree's root, no limit"

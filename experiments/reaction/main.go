@@ -38,6 +38,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -103,7 +104,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	if err != nil {
 		return err
 	}
-	w, err := fs.NewWatcher(cgroupfs.WatcherOptions{})
+	w, err := fs.NewWatcher(watch.WatcherOptions{})
 	if err != nil {
 		return err
 	}

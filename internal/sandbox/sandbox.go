@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -70,8 +70,8 @@ type Cgroup struct {
 
 // LimitFile is the memory limit's file on hierarchy version v:
 // memory.limit_in_bytes on v1, memory.max on v2.
-func LimitFile(v cgroupfs.Version) string {
-	if v == cgroupfs.V1 {
+func LimitFile(v layout.Version) string {
+	if v == layout.V1 {
 		return "memory.limit_in_bytes"
 	}
 	return "memory.max"
@@ -86,7 +86,7 @@ func (c *Cgroup) Procs() []string { return slices.Clone(c.procs) }
 // enable memory for its children (EnableControllers). On an error the
 // returned Cgroup, when not nil, holds what was made: the caller removes
 // it.
-func Create(l cgroupfs.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
+func Create(l layout.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
 	c := &Cgroup{Path: cg, Dir: l.Memory.Dir(cg)}
 	if c.Dir == "" {
 		return nil, fmt.Errorf("create cgroup %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
@@ -101,7 +101,7 @@ func Create(l cgroupfs.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
 			return c, fmt.Errorf("create cgroup %s: set limit: %w", cg, err)
 		}
 	}
-	if l.Memory.Version == cgroupfs.V2 {
+	if l.Memory.Version == layout.V2 {
 		if o.Mirror {
 			c.Unified = c.Dir
 		}
@@ -111,12 +111,12 @@ func Create(l cgroupfs.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
 		return c, nil
 	}
 	mirrors := []struct {
-		h    *cgroupfs.Hierarchy
+		h    *layout.Hierarchy
 		self func(string) (host.Cgroup, error)
 		dir  *string
 	}{
-		{l.Unified, cgroupfs.SelfUnified, &c.Unified},
-		{l.Freezer, cgroupfs.SelfFreezer, &c.Freezer},
+		{l.Unified, layout.SelfUnified, &c.Unified},
+		{l.Freezer, layout.SelfFreezer, &c.Freezer},
 	}
 	for _, m := range mirrors {
 		if m.h == nil {

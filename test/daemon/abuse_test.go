@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/test/daemon/internal/openwatch"
 	"github.com/memcgd/memcgd/test/daemon/internal/tenant"
@@ -424,7 +424,7 @@ func openPath(t *testing.T, p string) *os.File {
 
 // oddCgroups creates oddCgroupNames beneath parent, and tries a name with
 // a newline, and returns the paths made.
-func oddCgroups(t *testing.T, l cgroupfs.Layout, parent *cgrouptest.Cgroup) []host.Cgroup {
+func oddCgroups(t *testing.T, l layout.Layout, parent *cgrouptest.Cgroup) []host.Cgroup {
 	t.Helper()
 	var out []host.Cgroup
 	for _, name := range oddCgroupNames {
@@ -478,8 +478,8 @@ func loopbackUp(t *testing.T) {
 }
 
 // usageFile is the memory usage file of the controller's version.
-func usageFile(l cgroupfs.Layout) string {
-	if l.Memory.Version == cgroupfs.V1 {
+func usageFile(l layout.Layout) string {
+	if l.Memory.Version == layout.V1 {
 		return "memory.usage_in_bytes"
 	}
 	return "memory.current"
@@ -488,10 +488,10 @@ func usageFile(l cgroupfs.Layout) string {
 // oomKills reads c's count of OOM kills: "oom_kill" of v1
 // memory.oom_control or v2 memory.events (mm/memcontrol-v1.c
 // mem_cgroup_oom_control_read, mm/memcontrol.c memory_events_show).
-func oomKills(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {
+func oomKills(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) uint64 {
 	t.Helper()
 	file := "memory.events"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		file = "memory.oom_control"
 	}
 	text := readFile(t, filepath.Join(c.Dir, file))
@@ -524,7 +524,7 @@ type tenantProc struct {
 // at c's path), with extra as its descriptors from tenant.DeviceFD on.
 // The process starts as nobody and is moved into c by the test before it
 // does anything; it returns once the tenant says its load runs.
-func startTenant(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup, bin string, extra []*os.File, load string, args ...string) *tenantProc {
+func startTenant(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup, bin string, extra []*os.File, load string, args ...string) *tenantProc {
 	t.Helper()
 	gate, gateW, err := os.Pipe()
 	if err != nil {
@@ -563,7 +563,7 @@ func startTenant(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup, bin stri
 
 	pid := strconv.Itoa(tp.cmd.Process.Pid)
 	dirs := []string{c.Dir}
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		for _, dir := range []func(host.Cgroup) (string, bool){l.UnifiedDir, l.FreezerDir} {
 			if d, ok := dir(c.Path); ok {
 				dirs = append(dirs, d)

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/agent"
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // anonHelper is the first argument that makes the test binary the
@@ -44,7 +44,7 @@ func runAnonHelper(size string) int {
 
 // startAnon starts a process in c holding size bytes of anonymous memory
 // and returns once c's usage shows them.
-func startAnon(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup, size uint64) {
+func startAnon(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup, size uint64) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -60,10 +60,10 @@ func startAnon(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup, size uint6
 // noSwap keeps c's anonymous memory out of swap, where a swap device
 // exists: v2 memory.swap.max 0, v1 memory.swappiness 0
 // (mm/vmscan.c get_scan_count: no anon scan for a memcg with swappiness 0).
-func noSwap(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) {
+func noSwap(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) {
 	t.Helper()
 	file, value := "memory.swap.max", "0"
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		file = "memory.swappiness"
 	}
 	p := filepath.Join(c.Dir, file)
@@ -157,13 +157,13 @@ func TestDaemonReclaimThatFindsNothing(t *testing.T) {
 		}
 	}
 	squeezes := 0
-	if l.Memory.Version == cgroupfs.V1 {
+	if l.Memory.Version == layout.V1 {
 		squeezes = journalRecords(t, d.journal, filepath.Join(c.Dir, "memory.limit_in_bytes"))
 	}
 	t.Logf("in %v: %d reclaim attempts that found nothing and %d that found some logged, %d limit squeezes journalled "+
 		"(at most %d failures allowed; %d steps of %v)", window, failed, ok, squeezes, most, window/agent.DefaultActiveInterval,
 		agent.DefaultActiveInterval)
-	if failed+ok == 0 && squeezes == 0 && l.Memory.Version == cgroupfs.V1 {
+	if failed+ok == 0 && squeezes == 0 && l.Memory.Version == layout.V1 {
 		t.Errorf("no reclaim attempt on %s in %v: the daemon did not try, so the test shows nothing", c.Path, window)
 	}
 	if failed > most || squeezes > most+ok {

@@ -14,8 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	cgobserve "github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -29,21 +30,21 @@ func slow() time.Duration {
 }
 
 // limitFile is the hard-limit file of the memory controller's version.
-func limitFile(l cgroupfs.Layout) string {
-	if l.Memory.Version == cgroupfs.V1 {
+func limitFile(l layout.Layout) string {
+	if l.Memory.Version == layout.V1 {
 		return "memory.limit_in_bytes"
 	}
 	return "memory.max"
 }
 
 // setLimit sets c's hard limit.
-func setLimit(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup, limit uint64) {
+func setLimit(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup, limit uint64) {
 	t.Helper()
 	writeFile(t, filepath.Join(c.Dir, limitFile(l)), strconv.FormatUint(limit, 10))
 }
 
 // readLimit returns c's hard-limit file as the kernel prints it.
-func readLimit(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
+func readLimit(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup) string {
 	t.Helper()
 	return readFile(t, filepath.Join(c.Dir, limitFile(l)))
 }
@@ -71,9 +72,9 @@ func writeFile(t testing.TB, p, s string) {
 }
 
 // observe reads c's state as the daemon does.
-func observe(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup) memcg.Stat {
+func observe(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup) memcg.Stat {
 	t.Helper()
-	s, err := cgroupfs.NewReader(l).Observe(c.Path)
+	s, err := cgobserve.NewReader(l).Observe(c.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func observe(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup) memcg.Stat {
 // cgroup.freeze and the "frozen" key of cgroup.events
 // (kernel/cgroup/freezer.c); in a v1 freezer hierarchy, freezer.state
 // other than THAWED (kernel/cgroup/legacy_freezer.c).
-func frozen(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup) []string {
+func frozen(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup) []string {
 	t.Helper()
 	var out []string
 	if dir, ok := l.UnifiedDir(c.Path); ok {
@@ -108,7 +109,7 @@ func frozen(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup) []string {
 
 // hasFreezer reports whether a freezer reaches c, so the daemon can
 // throttle it.
-func hasFreezer(l cgroupfs.Layout, c *cgrouptest.Cgroup) bool {
+func hasFreezer(l layout.Layout, c *cgrouptest.Cgroup) bool {
 	if dir, ok := l.UnifiedDir(c.Path); ok {
 		if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil {
 			return true
@@ -119,7 +120,7 @@ func hasFreezer(l cgroupfs.Layout, c *cgrouptest.Cgroup) bool {
 }
 
 // journalEntry is a line of the daemon's undo journal (the format of
-// cgroupfs.Journal): a change recorded under ID, or with Done the note
+// journal.Journal): a change recorded under ID, or with Done the note
 // that it was undone.
 type journalEntry struct {
 	ID       uint64 `json:"id"`

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // The load of the crash tests: a cgroup whose free space stays below
@@ -38,7 +38,7 @@ const (
 
 // pressure creates a parent cgroup and a child under load (startLoad),
 // and returns both.
-func pressure(t *testing.T, l cgroupfs.Layout) (parent, c *cgrouptest.Cgroup) {
+func pressure(t *testing.T, l layout.Layout) (parent, c *cgrouptest.Cgroup) {
 	t.Helper()
 	parent = cgrouptest.New(t, l, 0)
 	c = parent.Child(t, "load")
@@ -51,7 +51,7 @@ func pressure(t *testing.T, l cgroupfs.Layout) (parent, c *cgrouptest.Cgroup) {
 // through the page cache, pausing 100 ms between passes, and a writer
 // that dirties 4 MiB of a file every 100 ms. The reader keeps charging
 // new pages, so the daemon's watch of c keeps firing.
-func startLoad(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) {
+func startLoad(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) {
 	t.Helper()
 	setLimit(t, l, c, pressureLimit)
 	if !hasFreezer(l, c) {
@@ -97,12 +97,12 @@ func (zeros) Read(b []byte) (int, error) {
 // undoState is what the daemon may change in the cgroups of a test and
 // must put back: their limits as they were before it ran.
 type undoState struct {
-	l      cgroupfs.Layout
+	l      layout.Layout
 	cgs    []*cgrouptest.Cgroup
 	limits []string
 }
 
-func newUndoState(t *testing.T, l cgroupfs.Layout, cgs ...*cgrouptest.Cgroup) undoState {
+func newUndoState(t *testing.T, l layout.Layout, cgs ...*cgrouptest.Cgroup) undoState {
 	u := undoState{l: l, cgs: cgs}
 	for _, c := range cgs {
 		u.limits = append(u.limits, readLimit(t, l, c))
@@ -127,12 +127,12 @@ func (u undoState) changed(t *testing.T) []string {
 // short shortens control file paths for the log: each to its hierarchy's
 // mount name and its path from the test's parent cgroup on, such as
 // unified:memcgd-test-0123456789abcdef/load/cgroup.freeze.
-func short(l cgroupfs.Layout, parent *cgrouptest.Cgroup, paths []string) string {
+func short(l layout.Layout, parent *cgrouptest.Cgroup, paths []string) string {
 	base := path.Base(string(parent.Path))
 	out := make([]string, len(paths))
 	for i, p := range paths {
 		out[i] = p
-		for _, h := range []*cgroupfs.Hierarchy{&l.Memory, l.Unified, l.Freezer} {
+		for _, h := range []*layout.Hierarchy{&l.Memory, l.Unified, l.Freezer} {
 			if h == nil || !strings.HasPrefix(p, h.Mount+"/") {
 				continue
 			}

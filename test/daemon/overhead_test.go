@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
@@ -69,7 +69,7 @@ func TestOverhead(t *testing.T) {
 	// The children are made with os.Mkdir, not parent.Child (10,000
 	// cleanups): on v2 they get memory files only once the parent's
 	// cgroup.subtree_control enables memory, which Child would have done.
-	if l.Memory.Version == cgroupfs.V2 {
+	if l.Memory.Version == layout.V2 {
 		if err := sandbox.EnableControllers(parent.Dir); err != nil {
 			t.Fatalf("enable controllers for %s's children: %v", parent.Dir, err)
 		}

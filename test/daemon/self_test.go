@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // Issue 9, defect 1: the daemon runs inside a managed cgroup, beside a
@@ -112,7 +112,7 @@ func TestDaemonNeverFreezesItself(t *testing.T) {
 // joinDirs are the directories a task joins to be in c in every
 // hierarchy: its memory cgroup and, on a hybrid host, the unified and
 // freezer cgroups at the same path that the test created.
-func joinDirs(l cgroupfs.Layout, c *cgrouptest.Cgroup) []string {
+func joinDirs(l layout.Layout, c *cgrouptest.Cgroup) []string {
 	dirs := []string{c.Dir}
 	if dir, ok := l.UnifiedDir(c.Path); ok && dir != c.Dir {
 		dirs = append(dirs, dir)

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // Issue 7's unpaced targets: an unpaced writer (1 GiB in 1 MiB writes, as
@@ -360,7 +360,7 @@ func percentile(xs []uint64, p int) uint64 {
 
 // waitThawed waits up to timeout for c to be thawed, and returns what
 // still says frozen.
-func waitThawed(t testing.TB, l cgroupfs.Layout, c *cgrouptest.Cgroup, timeout time.Duration) []string {
+func waitThawed(t testing.TB, l layout.Layout, c *cgrouptest.Cgroup, timeout time.Duration) []string {
 	t.Helper()
 	var f []string
 	poll(timeout, 10*time.Millisecond, func() bool {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
 // A managed cgroup removed while the daemon runs, whether the daemon is
@@ -74,7 +74,7 @@ func TestDaemonSurvivesVanishedCgroup(t *testing.T) {
 
 // rmdirs removes c's directories in every hierarchy, memory last, as a
 // container manager tears a container down.
-func rmdirs(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) {
+func rmdirs(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) {
 	t.Helper()
 	var dirs []string
 	if dir, ok := l.FreezerDir(c.Path); ok && dir != c.Dir {

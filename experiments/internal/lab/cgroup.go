@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -58,8 +58,8 @@ type CgroupOptions struct {
 // parent's cgroup.subtree_control, which the kernel allows as long as the
 // parent holds no task (or is the root). On error the returned Cgroup, if
 // any, holds what was made, for removal.
-func newCgroup(l cgroupfs.Layout, cg host.Cgroup, o CgroupOptions) (*Cgroup, error) {
-	if l.Memory.Version == cgroupfs.V2 {
+func newCgroup(l layout.Layout, cg host.Cgroup, o CgroupOptions) (*Cgroup, error) {
+	if l.Memory.Version == layout.V2 {
 		parent := l.Memory.Dir(host.Cgroup(path.Dir(string(cg))))
 		if err := sandbox.EnableControllers(parent); err != nil {
 			return nil, fmt.Errorf("cgroup %s: %w", cg, err)
@@ -70,7 +70,7 @@ func newCgroup(l cgroupfs.Layout, cg host.Cgroup, o CgroupOptions) (*Cgroup, err
 		return nil, err
 	}
 	c := &Cgroup{Path: sb.Path, Dir: sb.Dir, Unified: sb.Unified, Freezer: sb.Freezer, sb: sb,
-		limitFile: sandbox.LimitFile(l.Memory.Version), v2: l.Memory.Version == cgroupfs.V2}
+		limitFile: sandbox.LimitFile(l.Memory.Version), v2: l.Memory.Version == layout.V2}
 	if err != nil {
 		return c, err
 	}

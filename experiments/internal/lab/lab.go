@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -38,7 +38,7 @@ type Options struct {
 // from one goroutine.
 type Lab struct {
 	// Layout is the host's cgroup mounts.
-	Layout cgroupfs.Layout
+	Layout layout.Layout
 	// Root is the experiment's parent cgroup, memcgd-exp-<random>, which
 	// memcgd is told to manage: it touches nothing outside it.
 	Root *Cgroup
@@ -62,14 +62,14 @@ func New(o Options) (_ *Lab, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("lab: needs root (euid %d): it creates cgroups and drops caches", os.Geteuid())
 	}
-	layout, err := cgroupfs.Discover(procRoot)
+	lay, err := layout.Discover(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	if err := onDisk(o.Scratch); err != nil {
 		return nil, err
 	}
-	l := &Lab{Layout: layout, revision: o.Revision}
+	l := &Lab{Layout: lay, revision: o.Revision}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, l.Close())
@@ -84,7 +84,7 @@ func New(o Options) (_ *Lab, err error) {
 	}
 	l.dirs = append(l.dirs, l.Dir)
 
-	self, err := cgroupfs.Self(procRoot, layout)
+	self, err := layout.Self(procRoot, lay)
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}

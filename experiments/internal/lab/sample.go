@@ -6,15 +6,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
 	"github.com/memcgd/memcgd/memcg"
 )
 
-// Observe reads c's state as memcgd sees it (cgroupfs.Reader.Observe):
+// Observe reads c's state as memcgd sees it (observe.Reader.Observe):
 // usage, limit, failcnt, the hierarchical memory.stat figures and the
 // memory PSI of its unified mirror.
 func (l *Lab) Observe(c *Cgroup) (memcg.Stat, error) {
-	return cgroupfs.NewReader(l.Layout).Observe(c.Path)
+	return observe.NewReader(l.Layout).Observe(c.Path)
 }
 
 // Sampler observes cgroups at a fixed interval on its own goroutine.
@@ -58,7 +58,7 @@ func (l *Lab) Sample(every time.Duration, cgs ...*Cgroup) *Sampler {
 	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	s.samples.Stats = make([]Stats, len(cgs))
 	s.samples.Frozen = make([][]bool, len(cgs))
-	r := cgroupfs.NewReader(l.Layout)
+	r := observe.NewReader(l.Layout)
 	start := time.Now()
 	go func() {
 		defer close(s.done)

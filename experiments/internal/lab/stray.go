@@ -16,7 +16,7 @@ import (
 // removeStray removes the cgroups beneath c's directories (memory, unified
 // mirror, freezer mirror) that the lab did not make, deepest first: a
 // daemon may make some: memcgd makes a freezer cgroup at the path of a v1
-// memory cgroup that has none (issue 7 item 5, cgroupfs.EnsureFreezer)
+// memory cgroup that has none (issue 7 item 5, act.EnsureFreezer)
 // and, by design, leaves it THAWED when it exits before the memory cgroup
 // goes. Their tasks, which can only be the lab's own, are thawed and
 // killed. Each removal is told on stderr, since a daemon left it behind.

@@ -1,0 +1,61 @@
+package act
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/host"
+)
+
+// ReclaimChunk is the most Reclaim asks of the kernel in one write. A write
+// to memory.reclaim or memory.limit_in_bytes runs reclaim synchronously and
+// cannot be cancelled, so smaller steps let a cancelled context stop the
+// work within one step, and give the cgroup's own tasks a turn between
+// steps.
+const ReclaimChunk = 16 << 20
+
+// Reclaim asks the kernel to reclaim up to n bytes from cg and returns how
+// much its usage fell, which is less than the kernel reclaimed if the
+// cgroup's tasks charged new pages meanwhile. A shortfall is not an error;
+// a kernel that gives up having reclaimed nothing at all (v2 EAGAIN, v1
+// EBUSY), and a cgroup Reclaim will not touch (v2: nothing reclaimable
+// outside memory.min/memory.low protection, see protectedCap; v1: see
+// squeezeV1), is host.ErrNothingReclaimed. The end of ctx stops it within
+// one write, which it interrupts (ctlfile.WriteCtx).
+//
+// On cgroup v2 it writes memory.reclaim (mm/memcontrol.c, memory_reclaim).
+// Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes
+// instead, recorded in j so that a crash cannot leave the limit lowered
+// (see squeezeV1 and docs/actuators.md for why not posix_fadvise).
+func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal) (uint64, error) {
+	dir := l.Memory.Dir(cg)
+	if dir == "" {
+		return 0, fmt.Errorf("reclaim %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var (
+		got uint64
+		err error
+	)
+	if l.Memory.Version == layout.V2 {
+		got, err = reclaimV2(ctx, dir, n)
+	} else {
+		got, err = squeezeV1(ctx, dir, n, j)
+	}
+	if err != nil {
+		return got, fmt.Errorf("reclaim %d bytes from %s: %w", n, cg, err)
+	}
+	return got, nil
+}
+
+// fell returns how far usage fell from before to after, zero if it rose.
+func fell(before, after uint64) uint64 {
+	if after >= before {
+		return 0
+	}
+	return before - after
+}

@@ -95,6 +95,8 @@ type Agent struct {
 	// tracking its reason when not; read-only after New.
 	tracker  bool
 	tracking string
+	// scanned is set by the loop once its first scan is done (Ready).
+	scanned atomic.Bool
 
 	// work carries cgroups from the loop to the workers; done carries
 	// each step's outcome back. paused carries the end of each pause
@@ -469,6 +471,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		}
 	}
 	a.scan(ctx, enqueue, true)
+	a.scanned.Store(true)
 
 	for {
 		var work chan *cgroupState

@@ -361,9 +361,17 @@ func TestDirtyTrackingPath(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		want := `memcgd_dirty_tracking_path{path="` + path + `"} 1`
-		if !strings.Contains(rec.Body.String(), want) {
-			t.Errorf("/metrics lacks %s", want)
+		other := state.TrackingPoll
+		if path == other {
+			other = state.TrackingTracker
+		}
+		for _, want := range []string{
+			`memcgd_dirty_tracking_path{path="` + path + `"} 1`,
+			`memcgd_dirty_tracking_path{path="` + other + `"} 0`,
+		} {
+			if !strings.Contains(rec.Body.String(), want+"\n") {
+				t.Errorf("path %s: /metrics lacks %s", path, want)
+			}
 		}
 	}
 }

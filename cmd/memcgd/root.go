@@ -36,18 +36,26 @@ cgroup's own dirty files before flushing everything (writeback_first).`,
 
 // loadConfig reads --config, or the embedded default.
 func (g *globalFlags) loadConfig() (*config.Config, error) {
+	c, _, err := g.readConfig()
+	return c, err
+}
+
+// readConfig reads --config, or the embedded default, and returns the
+// file's bytes too (nil for the default): a watch of the file compares
+// against what was loaded.
+func (g *globalFlags) readConfig() (*config.Config, []byte, error) {
 	if g.configPath == "" {
-		return config.Default(), nil
+		return config.Default(), nil, nil
 	}
 	b, err := os.ReadFile(g.configPath)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	c, err := config.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", g.configPath, err)
+		return nil, b, fmt.Errorf("%s: %w", g.configPath, err)
 	}
-	return c, nil
+	return c, b, nil
 }
 
 // requireRoot fails with a one-line reason unless memcgd runs as root.

@@ -59,6 +59,7 @@ type runFlags struct {
 	logLevel                           string
 	dirtyTracker                       string
 	goTrace                            string
+	configCheck                        time.Duration
 }
 
 func newRunCmd(g *globalFlags) *cobra.Command {
@@ -77,8 +78,12 @@ Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
 and undone on SIGTERM and at the next start. The cgroups that hold the daemon
 itself (its own and their ancestors) are never frozen nor reclaimed: the log
 and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
-the config; a bad config, or one that changes manage.under, is refused and the
-running one kept.`,
+the config, and so does a change of the --config file's content (read every
+--config-check-interval: a mounted ConfigMap's update arrives so); a bad config,
+or one that changes manage.under, is refused and the running one kept.
+
+The metrics endpoint (--listen) also serves /healthz (alive) and /readyz (200
+once the first scan of the cgroups is done, 503 with the reason before).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), g, f) },
 	}
@@ -94,6 +99,7 @@ running one kept.`,
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
 	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to this file until the daemon exits, to diagnose its latency (`go tool trace`); tens of MB a minute when busy")
+	fl.DurationVar(&f.configCheck, "config-check-interval", DefaultConfigCheck, "how often to read --config for a change, which reloads it as SIGHUP does (a mounted ConfigMap's update, an edit); 0 reloads on SIGHUP only")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md): auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	return cmd
@@ -162,10 +168,14 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		defer stopTrace()
 	}
 
-	cfg, err := g.loadConfig()
+	if f.configCheck < 0 {
+		return fmt.Errorf("--config-check-interval: invalid value %v: allowed a positive duration, or 0 for SIGHUP only", f.configCheck)
+	}
+	cfg, loaded, err := g.readConfig()
 	if err != nil {
 		return err
 	}
+	reloads := metrics.NewConfigReloads(time.Now())
 	l, err := layout.Discover(g.procRoot)
 	if err != nil {
 		return err
@@ -242,7 +252,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if f.listen != "" {
 		path, _ := a.DirtyTracking()
 		reg, err := metrics.NewRegistry(func() []state.Status { s, _ := a.Status(""); return s },
-			metrics.WithDropped(w), metrics.WithDirtyTracking(path))
+			metrics.WithDropped(w), metrics.WithDirtyTracking(path),
+			metrics.WithBuildInfo(thisBuild().metrics()), metrics.WithConfigReloads(reloads),
+			metrics.WithJournal(j.Path(), func() int { return len(j.Pending()) }))
 		if err != nil {
 			return err
 		}
@@ -251,35 +263,23 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 			return err
 		}
 		go func() {
-			if err := metrics.Serve(ctx, mln, metrics.Handler(reg, log)); err != nil && ctx.Err() == nil {
+			err := metrics.Serve(ctx, mln, metrics.Handler(reg, log), metrics.ServerOptions{Ready: a.Ready})
+			if err != nil && ctx.Err() == nil {
 				fail(fmt.Errorf("metrics endpoint: %w", err))
 			}
 		}()
 	}
 
-	go func() {
-		running := cfg
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-			}
-			next, err := g.loadConfig()
-			if err == nil {
-				err = reloadable(running, next)
-			}
-			if err != nil {
-				log.Error("config reload refused; keeping the running config", "err", err)
-				continue
-			}
-			a.Reload(next)
-			running = next
-			log.Info("config reloaded", "config", g.configPath)
-		}
-	}()
+	changed := make(chan struct{}, 1)
+	if g.configPath != "" && f.configCheck > 0 {
+		go watchConfig(ctx, g.configPath, loaded, f.configCheck, log, changed)
+	}
+	go reloadLoop(ctx, hup, changed, &reloader{
+		load: g.loadConfig, apply: a.Reload, running: cfg, reloads: reloads,
+		log: log, path: g.configPath, now: time.Now,
+	})
 
-	log.Info("memcgd running", "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
+	log.Info("memcgd running", "build", thisBuild().Version, "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
 		"under", cfg.Under, "self", self, "metrics", f.listen, "socket", f.socket)
 	// Run returns within its stop timeout of ctx's end, even with a host
 	// call stuck in the kernel, so that the undo below always runs.

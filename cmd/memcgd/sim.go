@@ -253,7 +253,7 @@ func writeFile(name string, f func(io.Writer) error) error {
 
 func newSimSweepCmd() *cobra.Command {
 	var sets []string
-	var shardFlag string
+	var shardFlag, output string
 	var jobs int
 	c := &cobra.Command{
 		Use:   "sweep SCENARIO --set path=v1,v2,... [--set ...] [--shard i/n]",
@@ -285,12 +285,16 @@ joins the shards' outputs into exactly the unsharded output.`,
 			if err != nil {
 				return err
 			}
-			return sweep.Run(cmd.OutOrStdout(), b, axes, shard, jobs)
+			if output == "" {
+				return sweep.Run(cmd.OutOrStdout(), b, axes, shard, jobs)
+			}
+			return writeFile(output, func(w io.Writer) error { return sweep.Run(w, b, axes, shard, jobs) })
 		},
 	}
 	c.Flags().StringArrayVar(&sets, "set", nil, "a swept field and its values, path=v1,v2,...; repeatable")
 	c.Flags().StringVar(&shardFlag, "shard", "", "run only shard i of n (0-based), i/n")
 	c.Flags().IntVarP(&jobs, "jobs", "j", runtime.NumCPU(), "points run in parallel")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the CSV to this file instead of standard output (an image without a shell cannot redirect)")
 	c.AddCommand(&cobra.Command{
 		Use:   "merge FILE...",
 		Short: "Merge the outputs of a sweep's shards into the unsharded output",

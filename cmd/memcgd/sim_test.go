@@ -75,3 +75,29 @@ func TestSimCommand(t *testing.T) {
 		}
 	}
 }
+
+// memcgd sim sweep --output writes the bytes it prints without it: the
+// Indexed Job's pods (deploy/sim-sweep-job.yaml) have no shell to redirect.
+func TestSimSweepOutput(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "cli.yaml")
+	if err := os.WriteFile(f, []byte(cliScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"sweep", f, "--set", "cgroups[0].limit=32M,64M", "--shard", "1/2", "-j", "2"}
+	stdout, err := memcgdSim(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results", "shard-1.csv")
+	if printed, err := memcgdSim(t, append(args, "--output", out)...); err != nil || printed != "" {
+		t.Fatalf("with --output: printed %q, error %v; want nothing printed", printed, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != stdout || !strings.Contains(stdout, "\n") {
+		t.Errorf("--output wrote\n%s\nwant what the sweep prints:\n%s", b, stdout)
+	}
+}

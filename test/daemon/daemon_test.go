@@ -87,6 +87,20 @@ func (d *daemon) setConfig(cfg string) {
 	}
 }
 
+// replaceConfig replaces the config file at once, as kubelet's symlink
+// swap and an editor's rename do: written beside it, then renamed over it,
+// so that no read finds it half written.
+func (d *daemon) replaceConfig(cfg string) {
+	d.t.Helper()
+	tmp := d.config + ".new"
+	if err := os.WriteFile(tmp, []byte(cfg), 0o600); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, d.config); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // freePort returns a loopback address with a port nothing listens on.
 func freePort(t testing.TB) string {
 	t.Helper()

@@ -83,9 +83,6 @@ type Kernel struct {
 
 	// Events counts processed events.
 	Events int64
-	// scratch for seed 004's chain walk
-	chainStat  []memcg.Stat
-	chainKnobs []memcg.Knobs
 }
 
 type ticker struct {

@@ -318,7 +318,7 @@ func (k *Kernel) handleOverHigh(t *Task) bool {
 			inRetry = true
 			continue
 		}
-		k.sleep(t, t.clock+penalty, &t.Stall)
+		k.sleep(t, t.clock+penalty, StopReclaim)
 		return false
 	}
 }

@@ -440,7 +440,7 @@ func (k *Kernel) balanceDirtyPages(t *Task, w int32) bool {
 	t.Pauses++
 	k.countEvent(t.memcg, meThrottled, 1)
 	t.bdpAgain = taskRatelimit == 0
-	k.sleep(t, t.clock+d, &t.Paused)
+	k.sleep(t, t.clock+d, StopDirtyPause)
 	return false
 }
 

@@ -48,6 +48,12 @@ func TestValidationErrors(t *testing.T) {
 		{"bad tracker", base + "variants:\n  - name: x\n    memcgd: {tracker: yes}\n", []string{"line 19", "variants[0].memcgd.tracker", `"yes"`, "true, false"}},
 		{"bad warmup", base + "report: {warmup: soon}\n", []string{"line 17", "report.warmup", `"soon"`, "duration"}},
 		{"duplicate variant", base + "variants:\n  - name: x\n  - name: x\n", []string{"line 19", "variants[1].name", `"x"`}},
+		{"bad cpu.max", base + "cpu_groups:\n  - {path: /w/dd, max: 500 100000}\n", []string{"line 18", "cpu_groups[0].max", `"500 100000"`, "at least 1000 us"}},
+		{"bad cpu.max period", base + "cpu_groups:\n  - {path: /w/dd, max: max 2000000}\n", []string{"line 18", "cpu_groups[0].max", "1000 to 1000000"}},
+		{"unlisted cpu group", strings.Replace(base, "    size: 1G\n", "    size: 1G\n    cpu_group: /w/dd\n", 1), []string{"line 17", "workloads[0].cpu_group", `"/w/dd"`, "listed under cpu_groups"}},
+		{"cpu_max of an unlisted group", base + "variants:\n  - name: x\n    cpu_max: {/y: 1000 100000}\n", []string{"line 19", "variants[0].cpu_max", `"/y"`, "listed under cpu_groups"}},
+		{"wal without a duration", base + "  - {name: db, kind: wal, cgroup: /w, block: 4K}\n", []string{"line 17", "workloads[1].duration", "positive duration"}},
+		{"bad journal commit", strings.Replace(base, "  cgroup: v1", "  cgroup: v1\n  journal_commit: 1000", 1), []string{"line 6", "machine.journal_commit", `"1000"`, "multiple of the 4K page"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))

@@ -194,10 +194,11 @@ func TestErrorsComeBack(t *testing.T) {
 	c := dial(t, path)
 	ctx := context.Background()
 	tests := []struct {
-		name   string
-		do     func() error
-		knob   *memcg.KnobError // the *memcg.KnobError the client rebuilds, if any
-		errHas []string
+		name    string
+		do      func() error
+		knob    *memcg.KnobError        // the *memcg.KnobError the client rebuilds, if any
+		unknown *memcg.UnknownKnobError // the *memcg.UnknownKnobError the client rebuilds, if any
+		errHas  []string
 	}{
 		{
 			name: "value out of range",
@@ -213,9 +214,9 @@ func TestErrorsComeBack(t *testing.T) {
 			knob: &memcg.KnobError{Knob: "dirty_bytes", Value: "16M", Allowed: "only one of dirty_ratio and dirty_bytes at a time: setting one zeroes the other"},
 		},
 		{
-			name:   "unknown knob",
-			do:     func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_expire": "1"}); return err },
-			errHas: []string{"dirty_expire", "a knob named one of dirty_ratio"},
+			name:    "unknown knob",
+			do:      func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_expire": "1"}); return err },
+			unknown: &memcg.UnknownKnobError{Knob: "dirty_expire"},
 		},
 		{
 			name:   "no knobs",
@@ -248,6 +249,13 @@ func TestErrorsComeBack(t *testing.T) {
 				var ke *memcg.KnobError
 				if !errors.As(err, &ke) || *ke != *tt.knob {
 					t.Fatalf("error %v (%T), want the *memcg.KnobError %+v", err, err, tt.knob)
+				}
+				return
+			}
+			if tt.unknown != nil {
+				var ue *memcg.UnknownKnobError
+				if !errors.As(err, &ue) || *ue != *tt.unknown {
+					t.Fatalf("error %v (%T), want the *memcg.UnknownKnobError %+v", err, err, tt.unknown)
 				}
 				return
 			}

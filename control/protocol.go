@@ -59,9 +59,11 @@ type request struct {
 // response is one response line: Error, or the result of the op.
 type response struct {
 	Error string `json:"error,omitempty"`
-	// Invalid details a refused knob.
-	Invalid  *invalid      `json:"invalid,omitempty"`
-	Settings *wireSettings `json:"settings,omitempty"`
+	// Invalid details a refused knob value; UnknownKnob names a knob
+	// that does not exist.
+	Invalid     *invalid      `json:"invalid,omitempty"`
+	UnknownKnob string        `json:"unknown_knob,omitempty"`
+	Settings    *wireSettings `json:"settings,omitempty"`
 	// Stat is one cgroup's report: the answer to a stat request is one
 	// response per cgroup, streamed, then one with End set, so that
 	// neither side holds the reports of every cgroup at once.
@@ -187,12 +189,24 @@ func errorResponse(err error) response {
 	if errors.As(err, &ke) {
 		r.Invalid = &invalid{Knob: ke.Knob, Value: ke.Value, Allowed: ke.Allowed}
 	}
+	var ue *memcg.UnknownKnobError
+	if errors.As(err, &ue) {
+		r.UnknownKnob = ue.Knob
+	}
 	return r
 }
 
-// err rebuilds the error of a response: a *memcg.KnobError when a knob was
-// refused, so that callers can tell which.
+// err rebuilds the error of a response: a *memcg.KnobError when a knob's
+// value was refused, a *memcg.UnknownKnobError when the knob does not
+// exist, so that callers can tell which.
 func (r response) err() error {
+	if r.UnknownKnob != "" {
+		ue := &memcg.UnknownKnobError{Knob: r.UnknownKnob}
+		if ue.Error() == r.Error {
+			return ue
+		}
+		return &remoteError{msg: r.Error, cause: ue}
+	}
 	if r.Invalid != nil {
 		ke := &memcg.KnobError{Knob: r.Invalid.Knob, Value: r.Invalid.Value, Allowed: r.Invalid.Allowed}
 		if ke.Error() == r.Error {

@@ -22,8 +22,8 @@ background reclaim is off).
 CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
 cgroupfs.`
 
-func newGetCmd(g *globalFlags) *cobra.Command {
-	var socket string
+func newGetCmd() *cobra.Command {
+	var socket, procRoot string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "get CGROUP",
@@ -31,7 +31,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 		Long:  getHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cg, err := resolveCgroup(g, args[0])
+			cg, err := resolveCgroup(procRoot, args[0])
 			if err != nil {
 				return err
 			}
@@ -50,8 +50,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			return writeSettings(cmd.OutOrStdout(), s)
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {cgroup, knobs, overrides, thresholds and watermarks in bytes}")
+	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {cgroup, knobs, overrides, bytes: thresholds and watermarks}")
+	addProcFlag(cmd, &procRoot)
 	return cmd
 }
 

@@ -55,16 +55,16 @@ With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
 cgroupfs.`
 
-func newStatCmd(g *globalFlags) *cobra.Command {
+func newStatCmd() *cobra.Command {
 	var asJSON bool
-	var socket, overridesPath string
+	var socket, overridesPath, procRoot, configPath string
 	cmd := &cobra.Command{
 		Use:   "stat [CGROUP]",
 		Short: "Print per-cgroup dirty, reclaim and writeback statistics",
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := cgroupfs.Discover(g.procRoot)
+			l, err := cgroupfs.Discover(procRoot)
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
-			cfg, err := g.loadConfig()
+			cfg, err := loadConfig(configPath)
 			if err != nil {
 				return err
 			}
@@ -101,7 +101,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, nil)
+			fs := cgroupfs.NewFS(l, procRoot, cfg.Under, nil)
 			defer fs.Close()
 			var cgs []host.Cgroup
 			if one != "" {
@@ -120,8 +120,10 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats} with null for n/a")
-	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket; when nothing answers there, cgroupfs is read directly")
-	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the overrides `memcgd set` persisted, applied when cgroupfs is read directly")
+	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`; when nothing answers there, cgroupfs is read directly")
+	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the `FILE` of the overrides memcgd set persisted, applied when cgroupfs is read directly")
+	addConfigFlag(cmd, &configPath)
+	addProcFlag(cmd, &procRoot)
 	return cmd
 }
 

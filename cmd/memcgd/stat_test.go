@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,7 @@ func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetOut(&out)
+	cmd := newRootCmd(&out, io.Discard)
 	// No daemon answers on this socket: stat reads cgroupfs itself.
 	cmd.SetArgs([]string{"stat", "--socket", filepath.Join(t.TempDir(), "none.sock"), string(self)})
 	if err := cmd.Execute(); err != nil {
@@ -62,8 +62,7 @@ func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 	}
 
 	out.Reset()
-	cmd = newRootCmd()
-	cmd.SetOut(&out)
+	cmd = newRootCmd(&out, io.Discard)
 	cmd.SetArgs([]string{"stat", "--json", "--socket", filepath.Join(t.TempDir(), "none.sock"), l.Memory.Dir(self)})
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("memcgd stat --json DIR: %v", err)

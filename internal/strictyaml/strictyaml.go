@@ -92,13 +92,61 @@ func Unmarshal(b []byte, v any) (empty bool, err error) {
 	if n.Kind == 0 {
 		return true, nil
 	}
+	return false, Decode(n, v)
+}
+
+// Decode checks n against v's type (Check) and decodes it into v.
+func Decode(n *yaml.Node, v any) error {
 	if err := Check(n, reflect.TypeOf(v)); err != nil {
-		return false, err
+		return err
 	}
 	if err := n.Decode(v); err != nil {
-		return false, decodeError(err)
+		return decodeError(err)
 	}
-	return false, nil
+	return nil
+}
+
+// Field is the type of the field of t (a struct, or a map of string keys,
+// through pointers) that key name holds at path, or a *KeyError (without
+// a line) listing the keys allowed there: for a caller that walks a path
+// of keys itself (memcgd sim --set).
+func Field(t reflect.Type, path, name string) (reflect.Type, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == nodeType:
+		return t, nil
+	case t.Kind() == reflect.Map:
+		return t.Elem(), nil
+	case t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(leafType):
+		return nil, fmt.Errorf("%s is a single value: it has no field %q", path, name)
+	}
+	fields := structFields(t)
+	if f, ok := lookup(fields, name); ok {
+		return f.typ, nil
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	return nil, &KeyError{Path: path, Key: name, Allowed: names}
+}
+
+// IsScalar reports whether t takes a single value: a Go scalar or a Leaf
+// of scalar nodes.
+func IsScalar(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(leafType) {
+		return reflect.New(t).Interface().(Leaf).YAMLKind() == yaml.ScalarNode
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Slice, reflect.Map, reflect.Array:
+		return false
+	}
+	return t != nodeType
 }
 
 // Leaf is a type that decodes itself from one node (it implements

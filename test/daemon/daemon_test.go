@@ -119,7 +119,7 @@ func (d *daemon) launch() {
 		d.t.Fatal(err)
 	}
 	defer logf.Close()
-	args := append([]string{"--config", d.config, "run",
+	args := append([]string{"run", "--config", d.config,
 		"--journal", d.journal, "--overrides", d.overrides,
 		"--socket", d.socket, "--listen", d.listen}, d.flags...)
 	if len(d.join) > 0 {

@@ -229,8 +229,13 @@ func (k Knobs) Value(name string) (any, error) {
 	return nil, &UnknownKnobError{Knob: name}
 }
 
-// KnobValue is Value of a knob given in the text form Set accepts.
+// KnobValue is Value of a knob given in the text form Get prints or Set
+// accepts. A bytes knob's 0, which Get prints when the ratio twin is in
+// force and Set refuses, is 0.
 func KnobValue(name, text string) (any, error) {
+	if (name == KnobDirtyBytes || name == KnobDirtyBackgroundBytes) && strings.TrimSpace(text) == "0" {
+		return uint64(0), nil
+	}
 	k := DefaultKnobs()
 	if err := k.Set(name, text); err != nil {
 		return nil, err

@@ -171,6 +171,8 @@ func TestKnobValue(t *testing.T) {
 		{"dirty_bytes", "16M", uint64(16 << 20)},
 		{"dirty_background_ratio", "5", uint64(5)},
 		{"dirty_background_bytes", "8K", uint64(8 << 10)},
+		{"dirty_bytes", "0", uint64(0)}, // as Get prints it while the ratio is in force
+		{"dirty_background_bytes", "0", uint64(0)},
 		{"min_free_kbytes", "auto", "auto"},
 		{"min_free_kbytes", "2862", uint64(2862)},
 		{"min_free_kbytes", "0", uint64(0)},

@@ -123,7 +123,7 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 		},
 		{
 			args:   []string{"get", "--socket", sock, "--json", "/"},
-			outHas: []string{`"dirty_bytes": "16777216"`, `"dirty_thresh": 16777216`},
+			outHas: []string{`"dirty_bytes": 16777216`, `"dirty_thresh": 16777216`, `"writeback_first": false`, `"min_free_kbytes": "auto"`, `"dirty_ratio": 0`},
 		},
 		{
 			args:    []string{"set", "--socket", sock, "/", "dirty_ratio=101"},
@@ -144,7 +144,7 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 		},
 		{
 			args:   []string{"stat", "--socket", sock, "/"},
-			outHas: []string{"cgroup /\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n"},
+			outHas: []string{"cgroup /\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n", "writeback_first true\n", "limit 524288000\n"}, // after --reset,
 		},
 		{
 			args:   []string{"set", "--socket", filepath.Join(t.TempDir(), "none.sock"), "/", "dirty_ratio=15"},

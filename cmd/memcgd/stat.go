@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,13 +42,18 @@ reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
 throttle_paused_us; then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
-(0 when the cgroup holds memcgd or no freezer reaches it), exempt (1 when it
-holds memcgd) and dirty_tracker (1 when the eBPF dirty tracker wakes the
-daemon, 0 when it polls: the fallback); a cgroup not throttled ends with
+(false when the cgroup holds memcgd or no freezer reaches it), exempt (true
+when it holds memcgd) and dirty_tracker (true when the eBPF dirty tracker
+wakes the daemon, false when it polls: the fallback); a cgroup not throttled ends with
 throttle_unavailable and the reason. Otherwise cgroupfs is read directly,
 with the config's knobs and the runtime overrides memcgd set persisted
 (--overrides) over them.
 Either way the answer is printed cgroup by cgroup as it is read.
+
+Flags (writeback_first, throttle_available, exempt, dirty_tracker) print as
+true or false, as memcgd get prints writeback_first; a limit of none prints
+as max. With --json, sizes are numbers of bytes, flags booleans, and null
+stands for n/a and for no limit (docs/stat.md).
 
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
@@ -119,7 +123,7 @@ func newStatCmd() *cobra.Command {
 			return errs
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats} with null for n/a")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats}, sizes in bytes, yes/no as booleans, null for n/a and for no limit")
 	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`; when nothing answers there, cgroupfs is read directly")
 	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the `FILE` of the overrides memcgd set persisted, applied when cgroupfs is read directly")
 	addConfigFlag(cmd, &configPath)
@@ -161,16 +165,6 @@ func collect(ctx context.Context, h host.Host, knobs func(host.Cgroup) memcg.Kno
 	return n, errors.Join(errs...)
 }
 
-func formatValue(f memcg.Field) string {
-	switch {
-	case !f.Known:
-		return "n/a"
-	case f.Value == memcg.NoLimit:
-		return "max"
-	}
-	return strconv.FormatUint(f.Value, 10)
-}
-
 // reportWriter prints reports one at a time, as they come.
 type reportWriter struct {
 	w    io.Writer
@@ -193,7 +187,7 @@ func (rw *reportWriter) write(r report) error {
 		}
 		fmt.Fprintf(rw.w, "cgroup %s\n", r.Cgroup)
 		for _, f := range r.Fields {
-			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, formatValue(f)); err != nil {
+			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, f.Text()); err != nil {
 				return err
 			}
 		}
@@ -206,18 +200,13 @@ func (rw *reportWriter) write(r report) error {
 		return nil
 	}
 	type entry struct {
-		Cgroup   host.Cgroup        `json:"cgroup"`
-		Stats    map[string]*uint64 `json:"stats"`
-		Throttle string             `json:"throttle_unavailable,omitempty"`
+		Cgroup   host.Cgroup    `json:"cgroup"`
+		Stats    map[string]any `json:"stats"`
+		Throttle string         `json:"throttle_unavailable,omitempty"`
 	}
-	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields)), Throttle: r.Throttle}
+	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]any, len(r.Fields)), Throttle: r.Throttle}
 	for _, f := range r.Fields {
-		if f.Known {
-			v := f.Value
-			e.Stats[f.Name] = &v
-		} else {
-			e.Stats[f.Name] = nil
-		}
+		e.Stats[f.Name] = f.JSON()
 	}
 	b, err := json.MarshalIndent(e, "  ", "  ")
 	if err != nil {

@@ -68,14 +68,20 @@ func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 		t.Fatalf("memcgd stat --json DIR: %v", err)
 	}
 	var got []struct {
-		Cgroup string             `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup string         `json:"cgroup"`
+		Stats  map[string]any `json:"stats"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0].Cgroup != string(self) {
 		t.Fatalf("stat --json of a cgroupfs directory = %s (%v)", out.String(), err)
 	}
-	if got[0].Stats["usage"] == nil || *got[0].Stats["usage"] == 0 {
-		t.Errorf("usage of our own cgroup is %v", got[0].Stats["usage"])
+	if usage, ok := got[0].Stats["usage"].(float64); !ok || usage == 0 {
+		t.Errorf("usage of our own cgroup is %#v, want a number of bytes", got[0].Stats["usage"])
+	}
+	if wb, ok := got[0].Stats["writeback_first"].(bool); !ok || !wb {
+		t.Errorf("writeback_first is %#v, want true as the default policy has it", got[0].Stats["writeback_first"])
+	}
+	if lim, ok := got[0].Stats["limit"]; !ok || lim != nil && lim.(float64) == 0 {
+		t.Errorf("limit is %#v, want bytes or null (no limit)", lim)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 )
 
+//go:generate go run . __gendocs ../../docs/man
+
 func main() {
 	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

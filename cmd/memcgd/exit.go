@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/memcgd/memcgd/internal/suggest"
 )
 
 // memcgd's exit statuses; README.md ("Exit status") and the man pages say
@@ -51,6 +55,43 @@ func exitCode(err error) int {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// flagError is a usage error for what pflag refused: a value, in the
+// words of the rest of memcgd's errors, or an unknown flag, with the
+// nearest of the command's flags.
+func flagError(c *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	var nee *pflag.NotExistError
+	switch {
+	case errors.As(err, &ive):
+		return usagef("--%s: invalid value %q: allowed %s", ive.GetFlag().Name, ive.GetValue(), valueKind(ive.GetFlag().Value.Type()))
+	case errors.As(err, &nee) && strings.HasPrefix(err.Error(), "unknown flag: --"):
+		var names []string
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		typed := strings.TrimPrefix(nee.GetSpecifiedName(), "--")
+		if near := suggest.Closest(typed, names); near != "" {
+			return usagef("%w; did you mean --%s?", err, near)
+		}
+	}
+	return usage(err)
+}
+
+// valueKind says what a flag of pflag's type t takes.
+func valueKind(t string) string {
+	switch t {
+	case "int", "int64", "uint", "uint64":
+		return "an integer"
+	case "duration":
+		return "a duration such as 300us, 50ms or 2s"
+	case "bool":
+		return "true or false"
+	}
+	return "a " + t
 }
 
 // usageArgs makes the argument checks of cmd and its subcommands report

@@ -42,7 +42,7 @@ files before flushing everything.
 			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 		}
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(flagError)
 	usageArgs(root)
 	return root
 }

@@ -117,10 +117,7 @@ func Parse(b []byte) (*Config, error) {
 	var f file
 	empty, err := strictyaml.Unmarshal(b, &f)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "line ") {
-			return nil, fmt.Errorf("config %w", err)
-		}
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, strictyaml.In("config", err)
 	}
 	if empty {
 		return nil, fmt.Errorf("config is empty: want at least \"version: %d\"", Version)

@@ -70,6 +70,16 @@ func (e *KeyError) Reason() string {
 	return fmt.Sprintf("unknown field %q%s: allowed %s%s", e.Key, in, strings.Join(e.Allowed, ", "), suggest.DidYouMean(e.Key, e.Allowed))
 }
 
+// In wraps err, an error of this package or one that starts with its
+// line ("line N: ..."), with the name of the document: "config line 3:
+// ...", or "config: ..." without a line.
+func In(what string, err error) error {
+	if strings.HasPrefix(err.Error(), "line ") {
+		return fmt.Errorf("%s %w", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // Parse reads a document into a node tree. A syntax error is a
 // *SyntaxError at the line where the parser stopped. An empty document
 // gives a node of Kind 0.

@@ -128,3 +128,19 @@ func TestUnmarshal(t *testing.T) {
 		t.Errorf("a syntax error: %v (%T), want a *SyntaxError", err, err)
 	}
 }
+
+func TestIn(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{&SyntaxError{Line: 2, Msg: "x"}, "config line 2: YAML syntax: x"},
+		{&SyntaxError{Msg: "x"}, "config: YAML syntax: x"},
+		{&KeyError{Line: 3, Key: "a", Allowed: []string{"b"}}, `config line 3: unknown field "a": allowed b`},
+		{errors.New("line 4: mapping key \"a\" already defined at line 1"), `config line 4: mapping key "a" already defined at line 1`},
+	} {
+		if got := In("config", tt.err).Error(); got != tt.want {
+			t.Errorf("In(config, %v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}

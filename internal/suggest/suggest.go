@@ -9,10 +9,11 @@ import "fmt"
 // Closest returns the name of names nearest to typed by edit distance
 // (insertions, deletions, substitutions and swaps of adjacent letters each
 // count 1), if it is near enough to be a typo: at most 1 edit for a name of
-// up to 4 letters, 2 up to 8, 3 beyond. It returns "" when none is, or when
+// up to 4 letters, 2 up to 8, 3 beyond, and fewer edits than typed has
+// letters (no name is a typo of "x"). It returns "" when none is, or when
 // typed is one of names. Of names equally near, the first wins.
 func Closest(typed string, names []string) string {
-	best, bestD := "", maxEdits(len(typed))+1
+	best, bestD := "", min(maxEdits(len(typed)), len(typed)-1)+1
 	for _, n := range names {
 		if n == typed {
 			return ""

@@ -47,6 +47,8 @@ func TestClosest(t *testing.T) {
 		{"bogus", []string{"stock", "first", "memcgd"}, ""},
 		{"stokc", []string{"stock", "first", "memcgd"}, "stock"},
 		{"ab", []string{"ax", "ay"}, "ax"}, // a tie: the first listed
+		{"a", []string{"b"}, ""},           // every letter replaced is no typo
+		{"hx", []string{"hz", "ab"}, "hz"},
 		{"x", nil, ""},
 	}
 	for _, tt := range tests {

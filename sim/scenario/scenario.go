@@ -373,7 +373,7 @@ func (e *Error) reason() string {
 func Parse(b []byte, sets ...Assignment) (*Scenario, error) {
 	root, err := strictyaml.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("scenario %w", err)
+		return nil, strictyaml.In("scenario", err)
 	}
 	if root.Kind == 0 {
 		return nil, fmt.Errorf("scenario is empty: want at least \"version: %d\"", Version)
@@ -413,10 +413,10 @@ func located(err error, sets []Assignment) error {
 	if line < 0 && -line <= len(sets) {
 		return &SetError{Arg: sets[-line-1].String(), Err: err}
 	}
-	if ke != nil || le != nil {
-		return fmt.Errorf("scenario %w", err)
+	if ve != nil {
+		return err // it says "scenario line N" itself
 	}
-	return err
+	return strictyaml.In("scenario", err)
 }
 
 // lineError is an error at a line of the scenario that is not an Error

@@ -56,8 +56,25 @@ func TestManPagesAreUpToDate(t *testing.T) {
 	}
 }
 
-// cobra's completion command writes a script for each shell.
+// cobra's completion command writes a script for each shell, and the
+// scripts complete scenario names and flag values.
 func TestCompletion(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "sim", "seed-00"}, []string{"seed-000\n", "seed-001-read\n"}},
+		{[]string{"__complete", "run", "--dirty-tracker", ""}, []string{"auto\n", "on\n", "off\n"}},
+		{[]string{"__complete", "run", "--log-level", ""}, []string{"debug\n", "error\n"}},
+	} {
+		var out, errOut bytes.Buffer
+		execute(context.Background(), tt.args, &out, &errOut)
+		for _, w := range tt.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: %q lacks %q", tt.args, out.String(), w)
+			}
+		}
+	}
 	for shell, want := range map[string]string{"bash": "__start_memcgd", "zsh": "#compdef memcgd", "fish": "complete -c memcgd"} {
 		var out, errOut bytes.Buffer
 		if code := execute(context.Background(), []string{"completion", shell}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), want) {

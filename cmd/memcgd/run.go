@@ -102,6 +102,11 @@ running one kept.`,
 	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to a new `FILE` until the daemon exits, to diagnose its latency (read it with go tool trace); tens of MB a minute when busy")
 	fl.StringVar(&f.logLevel, "log-level", "info", "the log's `LEVEL`: debug, info, warn or error")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md), a `MODE`: auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
+	complete := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+	}
+	_ = cmd.RegisterFlagCompletionFunc("dirty-tracker", complete(trackerAuto, trackerOn, trackerOff))
+	_ = cmd.RegisterFlagCompletionFunc("log-level", complete("debug", "info", "warn", "error"))
 	return cmd
 }
 

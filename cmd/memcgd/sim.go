@@ -97,6 +97,13 @@ and seed give byte-identical output. See docs/sim.md.`,
 	c.Flags().BoolVar(&f.timing, "timing", false, "print wall time and simulation speed per variant to stderr")
 	c.Flags().IntVarP(&f.jobs, "jobs", "j", runtime.NumCPU(), "variants run in parallel")
 	c.AddCommand(newSimSweepCmd())
+	// The shell completes the embedded scenarios' names, and files.
+	c.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return scenario.Names(), cobra.ShellCompDirectiveDefault
+	}
 	return c
 }
 

@@ -159,8 +159,8 @@ func TestConfigMapUpdateReloadsAsSIGHUPDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		first := configYAML("/kubepods", 10)
 		v := newConfigMapVolume(t, first)
-		g := &globalFlags{configPath: v.path()}
-		cfg, loaded, err := g.readConfig()
+		path := v.path()
+		cfg, loaded, err := readConfig(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestConfigMapUpdateReloadsAsSIGHUPDoes(t *testing.T) {
 		var applied []*config.Config
 		reloads := metrics.NewConfigReloads(time.Now())
 		r := &reloader{
-			load: g.loadConfig, running: cfg, reloads: reloads, log: logger, path: g.configPath, now: time.Now,
+			load: func() (*config.Config, error) { return loadConfig(path) }, running: cfg, reloads: reloads, log: logger, path: path, now: time.Now,
 			apply: func(c *config.Config) { mu.Lock(); applied = append(applied, c); mu.Unlock() },
 		}
 		ctx, cancel := context.WithCancel(t.Context())

@@ -22,7 +22,7 @@ const (
 // and counted, and the running one kept. One goroutine calls it
 // (reloadLoop).
 type reloader struct {
-	load    func() (*config.Config, error) // globalFlags.loadConfig
+	load    func() (*config.Config, error) // loadConfig of --config
 	apply   func(*config.Config)           // agent.Agent.Reload
 	running *config.Config
 	reloads *metrics.ConfigReloads

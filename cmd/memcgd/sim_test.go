@@ -10,10 +10,8 @@ import (
 
 func memcgdSim(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
 	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
+	root := newRootCmd(&out, &errb)
 	root.SetArgs(append([]string{"sim"}, args...))
 	err := root.Execute()
 	return out.String(), err
@@ -67,7 +65,7 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"seed-999"}, "no embedded scenario \"seed-999\": allowed "},
 		{[]string{f, "--set", "cgroups[0].limit=lots"}, "cgroups[0].limit"},
 		{[]string{f, "--set", "nonsense"}, "path=value"},
-		{[]string{f, "--variant", "nope"}, "no such variant"},
+		{[]string{f, "--variant", "nope"}, `--variant: no variant "nope" in scenario cli: allowed stock, first, memcgd`},
 		{[]string{"sweep", f, "--shard", "3/3"}, "0 <= i < n"},
 	} {
 		if _, err := memcgdSim(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -7,11 +7,9 @@
 package scenario
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -21,6 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/memcgd/memcgd/internal/strictyaml"
+	"github.com/memcgd/memcgd/internal/suggest"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -145,6 +145,40 @@ type Variant struct {
 	CPUMax map[string]CPUMax
 }
 
+// SelectVariants keeps only the variants named, in the order given. A name
+// the scenario lacks is a *VariantError.
+func (s *Scenario) SelectVariants(names []string) error {
+	var keep []Variant
+	for _, want := range names {
+		found := false
+		for _, v := range s.Variants {
+			if v.Name == want {
+				keep, found = append(keep, v), true
+			}
+		}
+		if !found {
+			have := make([]string, len(s.Variants))
+			for i, v := range s.Variants {
+				have[i] = v.Name
+			}
+			return &VariantError{Scenario: s.Name, Name: want, Have: have}
+		}
+	}
+	s.Variants = keep
+	return nil
+}
+
+// VariantError is a variant name that a scenario does not have.
+type VariantError struct {
+	Scenario, Name string
+	// Have are the scenario's variants.
+	Have []string
+}
+
+func (e *VariantError) Error() string {
+	return fmt.Sprintf("no variant %q in scenario %s: allowed %s%s", e.Name, e.Scenario, strings.Join(e.Have, ", "), suggest.DidYouMean(e.Name, e.Have))
+}
+
 // Memcgd is the shipped daemon's scheduler (package sched) on the
 // simulated clock, and its reaction model.
 type Memcgd struct {
@@ -195,9 +229,17 @@ func Names() []string {
 func Embedded(name string) ([]byte, error) {
 	b, err := embedded.ReadFile("seeds/" + name + ".yaml")
 	if err != nil {
-		return nil, fmt.Errorf("no embedded scenario %q: allowed %s", name, strings.Join(Names(), ", "))
+		return nil, &NameError{Name: name}
 	}
 	return b, nil
+}
+
+// NameError is a scenario name that is not embedded.
+type NameError struct{ Name string }
+
+func (e *NameError) Error() string {
+	names := Names()
+	return fmt.Sprintf("no embedded scenario %q: allowed %s%s", e.Name, strings.Join(names, ", "), suggest.DidYouMean(e.Name, names))
 }
 
 // scalar is a YAML scalar kept as written, with its line, so that
@@ -207,6 +249,9 @@ type scalar struct {
 	Line  int
 	Set   bool
 }
+
+// YAMLKind tells strictyaml that a scalar takes a single value.
+func (scalar) YAMLKind() yaml.Kind { return yaml.ScalarNode }
 
 // UnmarshalYAML keeps the scalar's text and line.
 func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
@@ -328,6 +373,7 @@ type reportT struct {
 
 // Error is a validation error at a line of the scenario.
 type Error struct {
+	// Line is the line of the value, 0 when it is missing from the file.
 	Line         int
 	Field, Value string
 	Allowed      string
@@ -335,55 +381,88 @@ type Error struct {
 
 // Error names the line, the field, the value and what is allowed.
 func (e *Error) Error() string {
-	if e.Value == "" && e.Line > 0 {
-		return fmt.Sprintf("scenario line %d: %s: missing: allowed %s", e.Line, e.Field, e.Allowed)
-	}
 	if e.Line == 0 {
-		return fmt.Sprintf("scenario: %s: missing: allowed %s", e.Field, e.Allowed)
+		return "scenario: " + e.reason()
 	}
-	return fmt.Sprintf("scenario line %d: %s: invalid value %q: allowed %s", e.Line, e.Field, e.Value, e.Allowed)
+	return fmt.Sprintf("scenario line %d: %s", e.Line, e.reason())
+}
+
+// reason is the error without its place.
+func (e *Error) reason() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: missing: allowed %s", e.Field, e.Allowed)
+	}
+	return fmt.Sprintf("%s: invalid value %q: allowed %s", e.Field, e.Value, e.Allowed)
 }
 
 // Parse reads and validates a scenario, with sets (field path=value, see
-// Set) applied first.
+// Assignment) applied first. An error that a set caused is a *SetError
+// naming it.
 func Parse(b []byte, sets ...Assignment) (*Scenario, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
+	root, err := strictyaml.Parse(b)
+	if err != nil {
+		return nil, strictyaml.In("scenario", err)
 	}
 	if root.Kind == 0 {
 		return nil, fmt.Errorf("scenario is empty: want at least \"version: %d\"", Version)
 	}
-	for _, s := range sets {
-		if err := setPath(&root, s.Path, s.Value); err != nil {
+	for i, s := range sets {
+		if err := setPath(root, s, setLine(i)); err != nil {
 			return nil, err
 		}
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	if err := enc.Encode(&root); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
-	}
-	if len(sets) == 0 {
-		buf.Reset()
-		buf.Write(b) // keep the author's line numbers
-	}
 	var f fileT
-	dec := yaml.NewDecoder(&buf)
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("scenario is empty: want at least \"version: %d\"", Version)
-		}
-		return nil, fmt.Errorf("scenario: %w", err)
+	if err := strictyaml.Decode(root, &f); err != nil {
+		return nil, located(err, sets)
 	}
 	p := &parser{}
 	s := p.scenario(&f)
 	if p.err != nil {
-		return nil, p.err
+		return nil, located(p.err, sets)
 	}
 	return s, nil
 }
+
+// located is err with its place: the line of the file, or the --set
+// argument that wrote the node (setLine).
+func located(err error, sets []Assignment) error {
+	line := 0
+	var ke *strictyaml.KeyError
+	var ve *Error
+	var le *lineError
+	switch {
+	case errors.As(err, &ke):
+		line = ke.Line
+	case errors.As(err, &ve):
+		line = ve.Line
+	case errors.As(err, &le):
+		line = le.line
+	}
+	if line < 0 && -line <= len(sets) {
+		return &SetError{Arg: sets[-line-1].String(), Err: err}
+	}
+	if ve != nil {
+		return err // it says "scenario line N" itself
+	}
+	return strictyaml.In("scenario", err)
+}
+
+// lineError is an error at a line of the scenario that is not an Error
+// of field, value and allowed (an unknown knob).
+type lineError struct {
+	line  int
+	field string
+	err   error
+}
+
+func (e *lineError) Error() string {
+	if e.line <= 0 {
+		return fmt.Sprintf("%s: %v", e.field, e.err)
+	}
+	return fmt.Sprintf("line %d: %s: %v", e.line, e.field, e.err)
+}
+
+func (e *lineError) Unwrap() error { return e.err }
 
 // parser collects the first validation error.
 type parser struct{ err error }
@@ -497,10 +576,14 @@ func (p *parser) knobs(field string, m map[string]scalar) map[string]string {
 	k := memcg.DefaultKnobs()
 	if err := k.Apply(out); err != nil && p.err == nil {
 		var ke *memcg.KnobError
-		if errors.As(err, &ke) {
+		var ue *memcg.UnknownKnobError
+		switch {
+		case errors.As(err, &ke):
 			s := m[ke.Knob]
 			p.err = &Error{Line: s.Line, Field: field + "." + ke.Knob, Value: ke.Value, Allowed: ke.Allowed}
-		} else {
+		case errors.As(err, &ue):
+			p.err = &lineError{line: m[ue.Knob].Line, field: field, err: err}
+		default:
 			p.err = fmt.Errorf("scenario: %s: %w", field, err)
 		}
 	}

@@ -59,7 +59,7 @@ func testReload(t *testing.T, flags []string, reload func(d *daemon, cfg string)
 		{name: "bad value", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, writeback_first: maybe",
 			refused: []string{"line 3", "defaults.writeback_first", "maybe", "allowed true or false"}},
 		{name: "unknown key", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, dirty_expire_centisecs: 3000",
-			refused: []string{"line 3", "defaults.dirty_expire_centisecs", "allowed a knob named"}},
+			refused: []string{"line 3", `defaults: unknown knob \"dirty_expire_centisecs\"`, "allowed dirty_ratio, dirty_bytes"}},
 		{name: "out of range", defaults: "dirty_background_ratio: 150, dirty_bytes: 16M",
 			refused: []string{"line 3", "defaults.dirty_background_ratio", "150", "from 0 to 100"}},
 		{name: "good", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, min_free_kbytes: 0",

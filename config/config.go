@@ -6,17 +6,17 @@
 package config
 
 import (
-	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/strictyaml"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -81,21 +81,23 @@ func (c *Config) Knobs(cg host.Cgroup) memcg.Knobs {
 	return k
 }
 
-// file is the YAML shape.
+// file is the YAML shape. Its scalars are nodes, read by hand, so that a
+// value of the wrong type is refused in the file's terms (field, value,
+// allowed), not in Go's.
 type file struct {
-	Version  int           `yaml:"version"`
+	Version  yaml.Node     `yaml:"version"`
 	Manage   manage        `yaml:"manage"`
 	Defaults yaml.Node     `yaml:"defaults"`
 	Rules    []ruleSection `yaml:"rules"`
 }
 
 type manage struct {
-	Under       string `yaml:"under"`
-	LimitedOnly *bool  `yaml:"limited_only"`
+	Under       yaml.Node `yaml:"under"`
+	LimitedOnly yaml.Node `yaml:"limited_only"`
 }
 
 type ruleSection struct {
-	Match string    `yaml:"match"`
+	Match yaml.Node `yaml:"match"`
 	Set   yaml.Node `yaml:"set"`
 }
 
@@ -108,30 +110,48 @@ func Default() *Config {
 	return c
 }
 
-// Parse reads and validates a configuration.
+// Parse reads and validates a configuration. Errors name the line, the
+// field, the value and what is allowed: an unknown key lists the keys of
+// its level and the nearest one.
 func Parse(b []byte) (*Config, error) {
 	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("config is empty: want at least \"version: %d\"", Version)
-		}
-		return nil, fmt.Errorf("config: %w", err)
+	empty, err := strictyaml.Unmarshal(b, &f)
+	if err != nil {
+		return nil, strictyaml.In("config", err)
 	}
-	if f.Version != Version {
-		return nil, fmt.Errorf("config: version: invalid value %d: allowed %d", f.Version, Version)
+	if empty {
+		return nil, fmt.Errorf("config is empty: want at least \"version: %d\"", Version)
+	}
+	version, err := scalar(&f.Version, "version")
+	if err != nil {
+		return nil, err
+	}
+	if f.Version.Kind == 0 {
+		return nil, fmt.Errorf("config: version: missing: allowed %d", Version)
+	}
+	if version != strconv.Itoa(Version) {
+		return nil, fmt.Errorf("config line %d: version: invalid value %q: allowed %d", f.Version.Line, version, Version)
 	}
 	c := &Config{Under: "/", LimitedOnly: true, Defaults: memcg.DefaultKnobs()}
-	if f.Manage.Under != "" {
-		under, err := host.ParseCgroup(f.Manage.Under)
-		if err != nil {
-			return nil, fmt.Errorf("config: manage.under: %w", err)
-		}
-		c.Under = under
+	under, err := scalar(&f.Manage.Under, "manage.under")
+	if err != nil {
+		return nil, err
 	}
-	if f.Manage.LimitedOnly != nil {
-		c.LimitedOnly = *f.Manage.LimitedOnly
+	if under != "" {
+		cg, err := host.ParseCgroup(under)
+		if err != nil {
+			return nil, fmt.Errorf("config line %d: manage.under: %w", f.Manage.Under.Line, err)
+		}
+		c.Under = cg
+	}
+	limited, err := scalar(&f.Manage.LimitedOnly, "manage.limited_only")
+	if err != nil {
+		return nil, err
+	}
+	if f.Manage.LimitedOnly.Kind != 0 {
+		if c.LimitedOnly, err = strconv.ParseBool(limited); err != nil {
+			return nil, fmt.Errorf("config line %d: manage.limited_only: invalid value %q: allowed true or false", f.Manage.LimitedOnly.Line, limited)
+		}
 	}
 	defaults, err := knobMap(&f.Defaults, "defaults")
 	if err != nil {
@@ -144,11 +164,15 @@ func Parse(b []byte) (*Config, error) {
 	c.Defaults = dp.Apply(c.Defaults)
 	for i, rs := range f.Rules {
 		where := fmt.Sprintf("rules[%d]", i)
-		if rs.Match == "" {
-			return nil, fmt.Errorf("config: %s.match: missing: allowed a glob over hierarchy paths such as /kubepods/*", where)
+		match, err := scalar(&rs.Match, where+".match")
+		if err != nil {
+			return nil, err
 		}
-		if _, err := path.Match(strings.TrimSuffix(rs.Match, "/**"), "/"); err != nil {
-			return nil, fmt.Errorf("config: %s.match: invalid value %q: allowed a path.Match glob, optionally ending in /**", where, rs.Match)
+		if match == "" {
+			return nil, fmt.Errorf("config line %d: %s.match: missing: allowed a glob over hierarchy paths such as /kubepods/*", ruleLine(&rs), where)
+		}
+		if _, err := path.Match(strings.TrimSuffix(match, "/**"), "/"); err != nil {
+			return nil, fmt.Errorf("config line %d: %s.match: invalid value %q: allowed a path.Match glob, optionally ending in /**", rs.Match.Line, where, match)
 		}
 		set, err := knobMap(&rs.Set, where+".set")
 		if err != nil {
@@ -158,9 +182,35 @@ func Parse(b []byte) (*Config, error) {
 		if err != nil {
 			return nil, fieldError(where+".set", &rs.Set, err)
 		}
-		c.Rules = append(c.Rules, Rule{Match: rs.Match, Set: p})
+		c.Rules = append(c.Rules, Rule{Match: match, Set: p})
 	}
 	return c, nil
+}
+
+// scalar is the text of a single-value node, "" when absent.
+func scalar(n *yaml.Node, field string) (string, error) {
+	switch n.Kind {
+	case 0:
+		return "", nil
+	case yaml.ScalarNode:
+		return n.Value, nil
+	}
+	return "", fmt.Errorf("config line %d: %s: want a single value, not a %s", n.Line, field, kindName(n.Kind))
+}
+
+// ruleLine is the first line of a rule, for a rule that lacks its match.
+func ruleLine(rs *ruleSection) int {
+	if rs.Set.Line > 0 {
+		return rs.Set.Line
+	}
+	return rs.Match.Line
+}
+
+func kindName(k yaml.Kind) string {
+	if k == yaml.SequenceNode {
+		return "list"
+	}
+	return "mapping"
 }
 
 // knobMap reads a mapping of knob names to scalar values.
@@ -170,7 +220,7 @@ func knobMap(n *yaml.Node, where string) (map[string]string, error) {
 		return m, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("config line %d: %s: want a mapping of knob names to values", n.Line, where)
+		return nil, fmt.Errorf("config line %d: %s: want a mapping of knob names to values, allowed names %s", n.Line, where, strings.Join(memcg.KnobNames(), ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -178,22 +228,37 @@ func knobMap(n *yaml.Node, where string) (map[string]string, error) {
 			return nil, fmt.Errorf("config line %d: %s.%s: want a single value", v.Line, where, k.Value)
 		}
 		if _, dup := m[k.Value]; dup {
-			return nil, fmt.Errorf("config line %d: %s.%s: set twice", k.Line, where, k.Value)
+			return nil, fmt.Errorf("config line %d: %s.%s: set twice: allowed once (first set on line %d)", k.Line, where, k.Value, keyLine(n, k.Value))
 		}
 		m[k.Value] = v.Value
 	}
 	return m, nil
 }
 
-// fieldError prefixes a knob error with where it is in the file.
+// fieldError prefixes a knob error with where it is in the file: the
+// line of the knob named.
 func fieldError(where string, n *yaml.Node, err error) error {
 	var ke *memcg.KnobError
-	if errors.As(err, &ke) {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == ke.Knob {
-				return fmt.Errorf("config line %d: %s.%w", n.Content[i].Line, where, err)
-			}
+	var ue *memcg.UnknownKnobError
+	switch {
+	case errors.As(err, &ke):
+		if line := keyLine(n, ke.Knob); line > 0 {
+			return fmt.Errorf("config line %d: %s.%w", line, where, err)
+		}
+	case errors.As(err, &ue):
+		if line := keyLine(n, ue.Knob); line > 0 {
+			return fmt.Errorf("config line %d: %s: %w", line, where, err)
 		}
 	}
 	return fmt.Errorf("config line %d: %s: %w", n.Line, where, err)
+}
+
+// keyLine is the line of key in the mapping n, 0 if it has none.
+func keyLine(n *yaml.Node, key string) int {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i].Line
+		}
+	}
+	return 0
 }

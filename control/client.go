@@ -81,7 +81,7 @@ func (c *Client) StatEach(ctx context.Context, cg host.Cgroup, fn func(Report) e
 	req := request{Op: OpStat, Cgroup: string(cg)}
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
 	defer stop()
-	var names []string
+	var names fieldNames
 	r, err := c.do(ctx, req)
 	for ; err == nil && !r.End; r, err = c.next(ctx, req) {
 		if r.Stat == nil {

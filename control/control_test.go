@@ -194,10 +194,11 @@ func TestErrorsComeBack(t *testing.T) {
 	c := dial(t, path)
 	ctx := context.Background()
 	tests := []struct {
-		name   string
-		do     func() error
-		knob   *memcg.KnobError // the *memcg.KnobError the client rebuilds, if any
-		errHas []string
+		name    string
+		do      func() error
+		knob    *memcg.KnobError        // the *memcg.KnobError the client rebuilds, if any
+		unknown *memcg.UnknownKnobError // the *memcg.UnknownKnobError the client rebuilds, if any
+		errHas  []string
 	}{
 		{
 			name: "value out of range",
@@ -213,9 +214,9 @@ func TestErrorsComeBack(t *testing.T) {
 			knob: &memcg.KnobError{Knob: "dirty_bytes", Value: "16M", Allowed: "only one of dirty_ratio and dirty_bytes at a time: setting one zeroes the other"},
 		},
 		{
-			name:   "unknown knob",
-			do:     func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_expire": "1"}); return err },
-			errHas: []string{"dirty_expire", "a knob named one of dirty_ratio"},
+			name:    "unknown knob",
+			do:      func() error { _, err := c.Set(ctx, "/a", map[string]string{"dirty_expire": "1"}); return err },
+			unknown: &memcg.UnknownKnobError{Knob: "dirty_expire"},
 		},
 		{
 			name:   "no knobs",
@@ -248,6 +249,13 @@ func TestErrorsComeBack(t *testing.T) {
 				var ke *memcg.KnobError
 				if !errors.As(err, &ke) || *ke != *tt.knob {
 					t.Fatalf("error %v (%T), want the *memcg.KnobError %+v", err, err, tt.knob)
+				}
+				return
+			}
+			if tt.unknown != nil {
+				var ue *memcg.UnknownKnobError
+				if !errors.As(err, &ue) || *ue != *tt.unknown {
+					t.Fatalf("error %v (%T), want the *memcg.UnknownKnobError %+v", err, err, tt.unknown)
 				}
 				return
 			}
@@ -304,6 +312,18 @@ func TestOversizedRequest(t *testing.T) {
 // response.
 func exchange(t *testing.T, path, raw string) response {
 	t.Helper()
+	line := exchangeLine(t, path, raw)
+	var r response
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("response %q to %.80q: %v", line, raw, err)
+	}
+	return r
+}
+
+// exchangeLine writes raw bytes on a new connection and returns the first
+// response line as sent.
+func exchangeLine(t *testing.T, path, raw string) string {
+	t.Helper()
 	conn, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -323,11 +343,100 @@ func exchange(t *testing.T, path, raw string) response {
 		}
 	}
 	line, _, _ := strings.Cut(string(resp), "\n")
-	var r response
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		t.Fatalf("response %q to %.80q: %v", line, raw, err)
+	return line
+}
+
+// The replies carry values with the JSON types memcgd stat --json and get
+// --json print: sizes as numbers of bytes, null for no limit, booleans
+// for flags, knobs typed as memcg.KnobValue types them. The request's
+// knobs stay strings, as the user wrote them ("16M").
+func TestRepliesAreTyped(t *testing.T) {
+	b := newFakeBackend(t)
+	b.stats["/u"] = memcg.Stat{Usage: 4096, Limit: memcg.NoLimit}
+	path, _ := serve(t, b)
+	var settings struct {
+		Settings struct {
+			Knobs     map[string]any `json:"knobs"`
+			Overrides map[string]any `json:"overrides"`
+		} `json:"settings"`
 	}
-	return r
+	line := exchangeLine(t, path, `{"op":"set","cgroup":"/a","knobs":{"dirty_bytes":"16M","writeback_first":"0"}}`+"\n")
+	if err := json.Unmarshal([]byte(line), &settings); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	wantKnobs := map[string]any{
+		"dirty_ratio": 0.0, "dirty_bytes": float64(16 << 20), "dirty_background_ratio": 10.0,
+		"dirty_background_bytes": 0.0, "min_free_kbytes": "auto", "writeback_first": false,
+	}
+	if !reflect.DeepEqual(settings.Settings.Knobs, wantKnobs) {
+		t.Errorf("knobs %v, want %v\n%s", settings.Settings.Knobs, wantKnobs, line)
+	}
+	if want := map[string]any{"dirty_bytes": float64(16 << 20), "writeback_first": false}; !reflect.DeepEqual(settings.Settings.Overrides, want) {
+		t.Errorf("overrides %v, want %v", settings.Settings.Overrides, want)
+	}
+
+	var stat struct {
+		Stat struct {
+			Cgroup string `json:"cgroup"`
+			Names  []string
+			Kinds  string
+			Values []any
+		} `json:"stat"`
+	}
+	line = exchangeLine(t, path, `{"op":"stat","cgroup":"/u"}`+"\n")
+	if err := json.Unmarshal([]byte(line), &stat); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	got := map[string]any{}
+	for i, n := range stat.Stat.Names {
+		got[n] = stat.Stat.Values[i]
+	}
+	for name, want := range map[string]any{"usage": 4096.0, "limit": nil, "writeback_first": true, "throttle_available": true, "exempt": false, "dirty_bytes": 0.0} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("stat %s = %#v, want %#v\n%s", name, v, want, line)
+		}
+	}
+	if len(stat.Stat.Kinds) != len(stat.Stat.Names) || !strings.HasPrefix(stat.Stat.Kinds, "bb") {
+		t.Errorf("kinds %q for names %v", stat.Stat.Kinds, stat.Stat.Names)
+	}
+
+	// The client reads them back.
+	c := dial(t, path)
+	reps, err := c.Stat(context.Background(), "/u")
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("Stat = %v, %v", reps, err)
+	}
+	for _, f := range reps[0].Fields {
+		switch f.Name {
+		case "limit":
+			if f.Value != memcg.NoLimit || f.Kind != memcg.KindBytes || f.Text() != "max" {
+				t.Errorf("limit = %+v, want no limit", f)
+			}
+		case "writeback_first":
+			if f.Kind != memcg.KindFlag || f.Text() != "true" {
+				t.Errorf("writeback_first = %+v, want the flag true", f)
+			}
+		}
+	}
+	s, err := c.Get(context.Background(), "/a")
+	if err != nil || s.Knobs["writeback_first"] != "false" || s.Knobs["dirty_bytes"] != "16777216" || s.Knobs["min_free_kbytes"] != "auto" {
+		t.Errorf("Get = %+v, %v; want the knobs in their text form", s, err)
+	}
+}
+
+// A report whose values do not fit their kinds is refused, not misread.
+func TestReportKindsChecked(t *testing.T) {
+	for _, w := range []wireReport{
+		{Cgroup: "/a", Names: []string{"limit"}, Kinds: "b", Values: valueList{{kind: valueTrue}}},
+		{Cgroup: "/a", Names: []string{"exempt"}, Kinds: "f", Values: valueList{{n: 1}}},
+		{Cgroup: "/a", Names: []string{"pgrefill"}, Kinds: "n", Values: valueList{{kind: valueNull}}},
+		{Cgroup: "/a", Names: []string{"a", "b"}, Kinds: "n", Values: valueList{{n: 1}, {n: 2}}},
+	} {
+		var last fieldNames
+		if r, err := w.report(&last); err == nil {
+			t.Errorf("report of %+v = %+v, want an error", w, r)
+		}
+	}
 }
 
 func TestServeStops(t *testing.T) {

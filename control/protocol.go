@@ -1,6 +1,7 @@
 package control
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -59,9 +60,11 @@ type request struct {
 // response is one response line: Error, or the result of the op.
 type response struct {
 	Error string `json:"error,omitempty"`
-	// Invalid details a refused knob.
-	Invalid  *invalid      `json:"invalid,omitempty"`
-	Settings *wireSettings `json:"settings,omitempty"`
+	// Invalid details a refused knob value; UnknownKnob names a knob
+	// that does not exist.
+	Invalid     *invalid      `json:"invalid,omitempty"`
+	UnknownKnob string        `json:"unknown_knob,omitempty"`
+	Settings    *wireSettings `json:"settings,omitempty"`
 	// Stat is one cgroup's report: the answer to a stat request is one
 	// response per cgroup, streamed, then one with End set, so that
 	// neither side holds the reports of every cgroup at once.
@@ -76,11 +79,53 @@ type invalid struct {
 }
 
 type wireSettings struct {
-	Cgroup     string            `json:"cgroup"`
-	Knobs      map[string]string `json:"knobs"`
-	Overrides  map[string]string `json:"overrides"`
-	Dirty      wireDirty         `json:"dirty"`
-	Watermarks wireWatermarks    `json:"watermarks"`
+	Cgroup     string         `json:"cgroup"`
+	Knobs      wireKnobs      `json:"knobs"`
+	Overrides  wireKnobs      `json:"overrides"`
+	Dirty      wireDirty      `json:"dirty"`
+	Watermarks wireWatermarks `json:"watermarks"`
+}
+
+// wireKnobs are knobs in memcg.Knobs.Get's text form, sent with the JSON
+// type of what each holds (memcg.KnobValue): a ratio or size a number,
+// min_free_kbytes a number or "auto", writeback_first a boolean.
+type wireKnobs map[string]string
+
+// MarshalJSON types each knob; a value memcg cannot read (which the
+// daemon never holds) goes as its string.
+func (k wireKnobs) MarshalJSON() ([]byte, error) {
+	out := make(map[string]any, len(k))
+	for name, text := range k {
+		v, err := memcg.KnobValue(name, text)
+		if err != nil {
+			v = text
+		}
+		out[name] = v
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads each knob back into its text form: a string as it
+// is, a number or boolean as written.
+func (k *wireKnobs) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(wireKnobs, len(raw))
+	for name, v := range raw {
+		var s string
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			out[name] = s
+		case len(v) > 0 && (v[0] == '{' || v[0] == '[' || string(v) == "null"):
+			return fmt.Errorf("knob %s: want a number, a boolean or a string, got %s", name, v)
+		default:
+			out[name] = string(v)
+		}
+	}
+	*k = out
+	return nil
 }
 
 type wireDirty struct {
@@ -95,16 +140,31 @@ type wireWatermarks struct {
 }
 
 // wireReport is one cgroup's report, compact: a stat of 10,000 cgroups
-// sends 10,000 of them. Names are sent only when they differ from the
-// previous report's on the connection (in practice: once); Unknown lists
-// the indices of the fields that are n/a.
+// sends 10,000 of them. Names, and the kind of each, are sent only when
+// they differ from the previous report's on the connection (in practice:
+// once); Unknown lists the indices of the fields that are n/a. Values are
+// typed as memcg.Field.JSON types them: numbers, null for a size with no
+// limit, booleans for flags.
 type wireReport struct {
-	Cgroup  string   `json:"cgroup"`
-	Names   []string `json:"names,omitempty"`
-	Values  uintList `json:"values"`
-	Unknown []int    `json:"unknown,omitempty"`
+	Cgroup string   `json:"cgroup"`
+	Names  []string `json:"names,omitempty"`
+	// Kinds has one letter per name (kindLetters): n a number, b bytes,
+	// f a flag.
+	Kinds   string    `json:"kinds,omitempty"`
+	Values  valueList `json:"values"`
+	Unknown []int     `json:"unknown,omitempty"`
 	// Throttle is state.Status.Throttle, sent only when set.
 	Throttle string `json:"throttle,omitempty"`
+}
+
+// kindLetters are the letters of wireReport.Kinds, indexed by memcg.Kind.
+const kindLetters = "nbf"
+
+// fieldNames are the names and kinds of a report's fields, kept from one
+// report to the next on a connection.
+type fieldNames struct {
+	names []string
+	kinds string
 }
 
 func toWireSettings(s GetResult) *wireSettings {
@@ -134,42 +194,71 @@ func (w *wireSettings) settings() GetResult {
 	return s
 }
 
-// toWireReport encodes st's fields; names are sent unless they equal
-// *last, which is then updated.
-func toWireReport(st state.Status, last *[]string) *wireReport {
+// toWireReport encodes st's fields; names and kinds are sent unless they
+// equal *last, which is then updated.
+func toWireReport(st state.Status, last *fieldNames) *wireReport {
 	fields := st.Fields()
-	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(uintList, len(fields)), Throttle: st.Throttle}
-	same := len(*last) == len(fields)
+	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(valueList, len(fields)), Throttle: st.Throttle}
+	kinds := make([]byte, len(fields))
+	same := len(last.names) == len(fields)
 	for i, f := range fields {
-		r.Values[i] = f.Value
+		kinds[i] = kindLetters[f.Kind]
+		switch {
+		case f.Kind == memcg.KindFlag && f.Value != 0:
+			r.Values[i] = value{kind: valueTrue}
+		case f.Kind == memcg.KindFlag:
+			r.Values[i] = value{kind: valueFalse}
+		case f.Kind == memcg.KindBytes && f.Value == memcg.NoLimit:
+			r.Values[i] = value{kind: valueNull}
+		default:
+			r.Values[i] = value{n: f.Value}
+		}
 		if !f.Known {
 			r.Unknown = append(r.Unknown, i)
 		}
-		same = same && (*last)[i] == f.Name
+		same = same && last.names[i] == f.Name
 	}
-	if !same {
+	if !same || last.kinds != string(kinds) {
 		names := make([]string, len(fields))
 		for i, f := range fields {
 			names[i] = f.Name
 		}
-		r.Names, *last = names, names
+		r.Names, r.Kinds = names, string(kinds)
+		*last = fieldNames{names, r.Kinds}
 	}
 	return r
 }
 
 // report decodes w, with the names of the previous report on the
 // connection unless w brings its own; *last is updated.
-func (w *wireReport) report(last *[]string) (Report, error) {
+func (w *wireReport) report(last *fieldNames) (Report, error) {
 	if w.Names != nil {
-		*last = w.Names
+		if len(w.Kinds) != len(w.Names) {
+			return Report{}, fmt.Errorf("report of %s: %d kinds for %d field names", w.Cgroup, len(w.Kinds), len(w.Names))
+		}
+		*last = fieldNames{w.Names, w.Kinds}
 	}
-	names := *last
+	names := last.names
 	if len(names) != len(w.Values) {
 		return Report{}, fmt.Errorf("report of %s: %d values for %d field names", w.Cgroup, len(w.Values), len(names))
 	}
 	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names)), Throttle: w.Throttle}
 	for i, name := range names {
-		r.Fields[i] = memcg.Field{Name: name, Value: w.Values[i], Known: true}
+		f := memcg.Field{Name: name, Known: true}
+		v := w.Values[i]
+		switch k := last.kinds[i]; {
+		case k == 'f' && (v.kind == valueTrue || v.kind == valueFalse):
+			f.Kind, f.Value = memcg.KindFlag, memcg.Flag(v.kind == valueTrue)
+		case k == 'b' && v.kind == valueNull:
+			f.Kind, f.Value = memcg.KindBytes, memcg.NoLimit
+		case k == 'b' && v.kind == valueNumber:
+			f.Kind, f.Value = memcg.KindBytes, v.n
+		case k == 'n' && v.kind == valueNumber:
+			f.Kind, f.Value = memcg.KindNumber, v.n
+		default:
+			return Report{}, fmt.Errorf("report of %s: field %s of kind %q has a value of the wrong type", w.Cgroup, name, k)
+		}
+		r.Fields[i] = f
 	}
 	for _, i := range w.Unknown {
 		if i < 0 || i >= len(names) {
@@ -187,12 +276,24 @@ func errorResponse(err error) response {
 	if errors.As(err, &ke) {
 		r.Invalid = &invalid{Knob: ke.Knob, Value: ke.Value, Allowed: ke.Allowed}
 	}
+	var ue *memcg.UnknownKnobError
+	if errors.As(err, &ue) {
+		r.UnknownKnob = ue.Knob
+	}
 	return r
 }
 
-// err rebuilds the error of a response: a *memcg.KnobError when a knob was
-// refused, so that callers can tell which.
+// err rebuilds the error of a response: a *memcg.KnobError when a knob's
+// value was refused, a *memcg.UnknownKnobError when the knob does not
+// exist, so that callers can tell which.
 func (r response) err() error {
+	if r.UnknownKnob != "" {
+		ue := &memcg.UnknownKnobError{Knob: r.UnknownKnob}
+		if ue.Error() == r.Error {
+			return ue
+		}
+		return &remoteError{msg: r.Error, cause: ue}
+	}
 	if r.Invalid != nil {
 		ke := &memcg.KnobError{Knob: r.Invalid.Knob, Value: r.Invalid.Value, Allowed: r.Invalid.Allowed}
 		if ke.Error() == r.Error {

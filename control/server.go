@@ -189,7 +189,7 @@ func (s *Server) stat(cg host.Cgroup, reply func(response) bool) bool {
 	if err != nil {
 		return reply(errorResponse(err))
 	}
-	var names []string
+	var names fieldNames
 	for i := range sts {
 		if !reply(response{Stat: toWireReport(sts[i], &names)}) {
 			return false

@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,11 +40,14 @@ func unitPath() string {
 type unit struct {
 	bounding, ambient []string // capability names, lower case without "cap_"
 	noNewPrivs        bool
+	env               map[string]string // Environment=
 }
 
 // parseUnit reads CapabilityBoundingSet, AmbientCapabilities and
 // NoNewPrivileges as systemd.exec(5) defines them: space-separated
-// capability names, several lines adding up, an empty assignment resetting.
+// capability names, several lines adding up, an empty assignment
+// resetting; and Environment's space-separated KEY=VALUE assignments
+// (unquoted: the test reads no quoting).
 func parseUnit(b []byte) (unit, error) {
 	var u unit
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -61,6 +67,18 @@ func parseUnit(b []byte) (unit, error) {
 		}
 		var list *[]string
 		switch strings.TrimSpace(key) {
+		case "Environment":
+			for _, a := range strings.Fields(val) {
+				k, v, ok := strings.Cut(a, "=")
+				if !ok || strings.ContainsAny(a, `"'`) {
+					return u, fmt.Errorf("line %d: Environment: invalid value %q: want unquoted KEY=VALUE", n, a)
+				}
+				if u.env == nil {
+					u.env = map[string]string{}
+				}
+				u.env[k] = v
+			}
+			continue
 		case "CapabilityBoundingSet":
 			list = &u.bounding
 		case "AmbientCapabilities":
@@ -217,6 +235,13 @@ func TestDaemonRunsUnderTheUnitsCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "control.sock")
+	// A free loopback port for the metrics endpoint: bound, then freed.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := free.Addr().String()
+	free.Close()
 
 	caps := func(names []string) string {
 		s := "-all"
@@ -229,7 +254,7 @@ func TestDaemonRunsUnderTheUnitsCapabilities(t *testing.T) {
 	if u.noNewPrivs {
 		args = append(args, "--no-new-privs")
 	}
-	args = append(args, "--", bin, "run", "--config", config, "--socket", sock, "--listen", "",
+	args = append(args, "--", bin, "run", "--config", config, "--socket", sock, "--listen", endpoint,
 		"--journal", filepath.Join(dir, "journal"), "--overrides", filepath.Join(dir, "overrides.json"))
 	d := exec.Command(setpriv, args...)
 	var log syncBuffer
@@ -286,6 +311,32 @@ func TestDaemonRunsUnderTheUnitsCapabilities(t *testing.T) {
 	for _, want := range []string{"cgroup " + string(cg.Path) + "\n", "\ndirty_thresh ", "\nlow_wmark "} {
 		if !strings.Contains(stat, want) {
 			t.Errorf("memcgd stat: no %q in\n%s", strings.TrimSpace(want), stat)
+		}
+	}
+
+	// The probes' endpoints and the daemon's own families: ready once
+	// the first scan listed the cgroups (which stat just showed), the
+	// journal healthy, the config loaded.
+	for path, want := range map[string][]string{
+		"/healthz": {"ok\n"},
+		"/readyz":  {"ok\n"},
+		"/metrics": {"\nmemcgd_build_info{", "\nmemcgd_journal_healthy 1\n", "\nmemcgd_config_last_reload_successful 1\n",
+			`memcgd_cgroup_usage_bytes{cgroup="` + string(child.Path) + `"}`},
+	} {
+		resp, err := http.Get("http://" + endpoint + path)
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d %v\n%s", path, resp.StatusCode, err, body)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("GET %s: no %q in\n%s", path, w, body)
+			}
 		}
 	}
 

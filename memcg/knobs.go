@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/memcgd/memcgd/internal/suggest"
 )
 
 // Knob names, as the seeds spell them (seed 004's memory.dirty_* files,
@@ -18,14 +20,51 @@ const (
 	KnobWritebackFirst       = "writeback_first"
 )
 
-// KnobNames lists every knob in the order memcgd prints them.
-var knobNames = []string{
-	KnobDirtyRatio, KnobDirtyBytes, KnobDirtyBackgroundRatio, KnobDirtyBackgroundBytes,
-	KnobMinFreeKbytes, KnobWritebackFirst,
-}
+// knobNames lists every knob in the order memcgd prints them: the order
+// of knobTable.
+var knobNames = func() []string {
+	names := make([]string, len(knobTable))
+	for i, d := range knobTable {
+		names[i] = d.Name
+	}
+	return names
+}()
 
 // KnobNames returns the knob names in the order memcgd prints them.
 func KnobNames() []string { return append([]string(nil), knobNames...) }
+
+// KnobDoc describes one knob for the help texts, from the same table that
+// Knobs.Set validates against, so that help and validation cannot drift.
+type KnobDoc struct {
+	Name string
+	// Values says what the knob accepts, briefly.
+	Values string
+	// PatchSet is the unmerged patch set the knob comes from.
+	PatchSet string
+}
+
+// The patch sets of KnobDoc.PatchSet.
+const (
+	PatchSetDirtyLimit = "per-cgroup dirty limit"
+	PatchSetReclaim    = "per-cgroup background reclaim"
+	PatchSetWriteback  = "memcg-first writeback"
+)
+
+// knobTable is every knob, in print order.
+var knobTable = []KnobDoc{
+	{KnobDirtyRatio, "percent of the cgroup's dirtyable memory, 0 to 100", PatchSetDirtyLimit},
+	{KnobDirtyBytes, "bytes, with memparse suffixes (16M, 1G)", PatchSetDirtyLimit},
+	{KnobDirtyBackgroundRatio, "percent of the cgroup's dirtyable memory, 0 to 100", PatchSetDirtyLimit},
+	{KnobDirtyBackgroundBytes, "bytes, with memparse suffixes (16M, 1G)", PatchSetDirtyLimit},
+	{KnobMinFreeKbytes, "\"auto\", 0 (background reclaim off) or KiB", PatchSetReclaim},
+	{KnobWritebackFirst, "true or false", PatchSetWriteback},
+}
+
+// KnobDocs returns every knob's description, in print order.
+func KnobDocs() []KnobDoc { return append([]KnobDoc(nil), knobTable...) }
+
+// IsKnob reports whether name is a knob.
+func IsKnob(name string) bool { return knobBit(name) != 0 }
 
 // DirtyBytesMin is the smallest non-zero dirty_bytes the kernel accepts
 // (mm/page-writeback.c, dirty_bytes_min = 2 * PAGE_SIZE).
@@ -80,6 +119,17 @@ func (e *KnobError) Error() string {
 	return fmt.Sprintf("%s: invalid value %q: allowed %s", e.Knob, e.Value, e.Allowed)
 }
 
+// UnknownKnobError is a knob name that is not one of KnobNames, told apart
+// from a bad value so that the name, not the value, is what the message
+// questions.
+type UnknownKnobError struct {
+	Knob string
+}
+
+func (e *UnknownKnobError) Error() string {
+	return fmt.Sprintf("unknown knob %q: allowed %s%s", e.Knob, strings.Join(knobNames, ", "), suggest.DidYouMean(e.Knob, knobNames))
+}
+
 // Set sets one knob from its text form, with the kernel's side effects:
 // setting a ratio zeroes its bytes twin and the reverse
 // (mm/page-writeback.c, dirty_ratio_handler and dirty_bytes_handler).
@@ -104,7 +154,7 @@ func (k *Knobs) Set(name, value string) error {
 			min = DirtyBytesMin
 		}
 		if err != nil || n < min {
-			return bad(fmt.Sprintf("a size of at least %d bytes, as memparse reads it (e.g. 4096, 64M, 1G); set the ratio to go back to a ratio", min))
+			return bad(fmt.Sprintf("a size of at least %d bytes, as memparse reads it (e.g. 16K, 64M, 1G); set the ratio to go back to a ratio", min))
 		}
 		if name == KnobDirtyBytes {
 			k.DirtyBytes, k.DirtyRatio = n, 0
@@ -128,7 +178,7 @@ func (k *Knobs) Set(name, value string) error {
 		}
 		k.WritebackFirst = b
 	default:
-		return &KnobError{Knob: name, Value: value, Allowed: "a knob named one of " + strings.Join(knobNames, ", ")}
+		return &UnknownKnobError{Knob: name}
 	}
 	return nil
 }
@@ -152,12 +202,62 @@ func (k Knobs) Get(name string) (string, error) {
 	case KnobWritebackFirst:
 		return strconv.FormatBool(k.WritebackFirst), nil
 	}
-	return "", &KnobError{Knob: name, Value: "", Allowed: "a knob named one of " + strings.Join(knobNames, ", ")}
+	return "", &UnknownKnobError{Knob: name}
+}
+
+// Value returns one knob as a typed value for JSON: a ratio as an
+// integer percentage, a size as an integer of bytes, min_free_kbytes as
+// an integer of KiB or the string "auto", writeback_first as a boolean.
+func (k Knobs) Value(name string) (any, error) {
+	switch name {
+	case KnobDirtyRatio:
+		return k.DirtyRatio, nil
+	case KnobDirtyBytes:
+		return k.DirtyBytes, nil
+	case KnobDirtyBackgroundRatio:
+		return k.DirtyBackgroundRatio, nil
+	case KnobDirtyBackgroundBytes:
+		return k.DirtyBackgroundBytes, nil
+	case KnobMinFreeKbytes:
+		if k.MinFreeKbytes == MinFreeAuto {
+			return "auto", nil
+		}
+		return uint64(k.MinFreeKbytes), nil
+	case KnobWritebackFirst:
+		return k.WritebackFirst, nil
+	}
+	return nil, &UnknownKnobError{Knob: name}
+}
+
+// KnobValue is Value of a knob given in the text form Get prints or Set
+// accepts. A bytes knob's 0, which Get prints when the ratio twin is in
+// force and Set refuses, is 0.
+func KnobValue(name, text string) (any, error) {
+	if (name == KnobDirtyBytes || name == KnobDirtyBackgroundBytes) && strings.TrimSpace(text) == "0" {
+		return uint64(0), nil
+	}
+	k := DefaultKnobs()
+	if err := k.Set(name, text); err != nil {
+		return nil, err
+	}
+	return k.Value(name)
 }
 
 // Apply sets several knobs given as name=value pairs, all or nothing: on the
 // first error k is left as it was.
 func (k *Knobs) Apply(pairs map[string]string) error {
+	names := make([]string, 0, len(pairs))
+	for n := range pairs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	// A misspelt name is the likelier mistake, and its value means
+	// nothing: it is reported before any value.
+	for _, n := range names {
+		if !IsKnob(n) {
+			return &UnknownKnobError{Knob: n}
+		}
+	}
 	for _, pair := range [][2]string{{KnobDirtyRatio, KnobDirtyBytes}, {KnobDirtyBackgroundRatio, KnobDirtyBackgroundBytes}} {
 		_, a := pairs[pair[0]]
 		_, b := pairs[pair[1]]
@@ -167,11 +267,6 @@ func (k *Knobs) Apply(pairs map[string]string) error {
 		}
 	}
 	next := *k
-	names := make([]string, 0, len(pairs))
-	for n := range pairs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	for _, n := range names {
 		if err := next.Set(n, pairs[n]); err != nil {
 			return err

@@ -60,8 +60,6 @@ func TestKnobsSet(t *testing.T) {
 			errHas: []string{"dirty_bytes", `"16MiB"`, "64M"}},
 		{name: "min_free_kbytes above the kernel's bound", start: DefaultKnobs(), knob: "min_free_kbytes", value: "262145",
 			errHas: []string{"min_free_kbytes", "262144"}},
-		{name: "unknown knob", start: DefaultKnobs(), knob: "dirty_limit", value: "1",
-			errHas: []string{"dirty_limit", "dirty_ratio, dirty_bytes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,5 +116,94 @@ func TestKnobsApplyIsAllOrNothing(t *testing.T) {
 	}
 	if k.DirtyBytes != 16<<20 || k.DirtyBackgroundBytes != 8<<20 || k.DirtyRatio != 0 || k.DirtyBackgroundRatio != 0 {
 		t.Errorf("Apply = %+v", k)
+	}
+}
+
+// An unknown name is an error of its own, apart from a bad value: it
+// lists the knobs and suggests the nearest, and Apply reports it before
+// any value.
+func TestUnknownKnob(t *testing.T) {
+	tests := []struct {
+		name  string
+		apply map[string]string
+		want  string
+	}{
+		{"a typo gets a suggestion", map[string]string{"dirty_ratoi": "10"},
+			`unknown knob "dirty_ratoi": allowed dirty_ratio, dirty_bytes, dirty_background_ratio, dirty_background_bytes, min_free_kbytes, writeback_first; did you mean "dirty_ratio"?`},
+		{"nothing near: no guess", map[string]string{"reclaim_wmarks": "1"},
+			`unknown knob "reclaim_wmarks": allowed dirty_ratio, dirty_bytes, dirty_background_ratio, dirty_background_bytes, min_free_kbytes, writeback_first`},
+		{"before a bad value that sorts first", map[string]string{"dirty_bytes": "lots", "writeback_frist": "1"},
+			`unknown knob "writeback_frist": allowed dirty_ratio, dirty_bytes, dirty_background_ratio, dirty_background_bytes, min_free_kbytes, writeback_first; did you mean "writeback_first"?`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := DefaultKnobs()
+			err := k.Apply(tt.apply)
+			var ue *UnknownKnobError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Apply(%v) = %v (%T), want an *UnknownKnobError", tt.apply, err, err)
+			}
+			var ke *KnobError
+			if errors.As(err, &ke) {
+				t.Errorf("an unknown knob is also a *KnobError, the error of a bad value")
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n %s\nwant\n %s", err, tt.want)
+			}
+		})
+	}
+	var k Knobs
+	if err := k.Set("dirty_limit", "1"); !errors.As(err, new(*UnknownKnobError)) {
+		t.Errorf("Set of an unknown knob = %v, want an *UnknownKnobError", err)
+	}
+	if _, err := k.Get("dirty_limit"); !errors.As(err, new(*UnknownKnobError)) {
+		t.Errorf("Get of an unknown knob = %v, want an *UnknownKnobError", err)
+	}
+}
+
+// Value gives each knob the JSON type of what it holds.
+func TestKnobValue(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       any
+	}{
+		{"dirty_ratio", "15", uint64(15)},
+		{"dirty_bytes", "16M", uint64(16 << 20)},
+		{"dirty_background_ratio", "5", uint64(5)},
+		{"dirty_background_bytes", "8K", uint64(8 << 10)},
+		{"dirty_bytes", "0", uint64(0)}, // as Get prints it while the ratio is in force
+		{"dirty_background_bytes", "0", uint64(0)},
+		{"min_free_kbytes", "auto", "auto"},
+		{"min_free_kbytes", "2862", uint64(2862)},
+		{"min_free_kbytes", "0", uint64(0)},
+		{"writeback_first", "0", false},
+		{"writeback_first", "true", true},
+	}
+	for _, tt := range tests {
+		got, err := KnobValue(tt.name, tt.text)
+		if err != nil || got != tt.want {
+			t.Errorf("KnobValue(%s, %s) = %#v, %v; want %#v", tt.name, tt.text, got, err, tt.want)
+		}
+	}
+	if _, err := KnobValue("dirty_ratio", "x"); !errors.As(err, new(*KnobError)) {
+		t.Errorf("KnobValue of a bad value = %v, want a *KnobError", err)
+	}
+	for _, n := range KnobNames() {
+		if _, err := DefaultKnobs().Value(n); err != nil {
+			t.Errorf("Value(%s): %v", n, err)
+		}
+	}
+}
+
+// The help table and the names Set accepts are one list.
+func TestKnobDocsAreTheKnobs(t *testing.T) {
+	docs := KnobDocs()
+	if len(docs) != len(KnobNames()) {
+		t.Fatalf("%d docs for %d knobs", len(docs), len(KnobNames()))
+	}
+	for i, d := range docs {
+		if d.Name != KnobNames()[i] || !IsKnob(d.Name) || d.Values == "" || d.PatchSet == "" {
+			t.Errorf("doc %d = %+v, want knob %s with values and patch set", i, d, KnobNames()[i])
+		}
 	}
 }

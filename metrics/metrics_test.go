@@ -77,9 +77,9 @@ func snapshot(t testing.TB) []state.Status {
 }
 
 // scrape returns the /metrics page of a registry over sts.
-func scrape(t *testing.T, sts func() []state.Status) string {
+func scrape(t *testing.T, sts func() []state.Status, opts ...Option) string {
 	t.Helper()
-	reg, err := NewRegistry(sts)
+	reg, err := NewRegistry(sts, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +111,30 @@ func own(page string) string {
 	return b.String()
 }
 
+// daemonOptions are the options the daemon passes (cmd/memcgd's run),
+// with fixed values: the golden page holds every family it exports.
+func daemonOptions(t *testing.T) []Option {
+	t.Helper()
+	journal := filepath.Join(t.TempDir(), "journal")
+	if err := os.WriteFile(journal, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
+	reloads := NewConfigReloads(start)
+	reloads.Succeeded(start.Add(90 * time.Second))
+	reloads.Failed()
+	return []Option{
+		WithDropped(dropped(7)),
+		WithDirtyTracking(state.TrackingTracker),
+		WithBuildInfo(BuildInfo{Version: "v0.1.0", Revision: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.8"}),
+		WithConfigReloads(reloads),
+		WithJournal(journal, func() int { return 2 }),
+	}
+}
+
 func TestMetricsGolden(t *testing.T) {
 	sts := snapshot(t)
-	got := own(scrape(t, func() []state.Status { return sts }))
+	got := own(scrape(t, func() []state.Status { return sts }, daemonOptions(t)...))
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -131,7 +152,7 @@ func TestMetricsGolden(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	sts := snapshot(t)
-	page := scrape(t, func() []state.Status { return sts })
+	page := scrape(t, func() []state.Status { return sts }, daemonOptions(t)...)
 	problems, err := promlint.New(strings.NewReader(page)).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -340,9 +361,17 @@ func TestDirtyTrackingPath(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		want := `memcgd_dirty_tracking_path{path="` + path + `"} 1`
-		if !strings.Contains(rec.Body.String(), want) {
-			t.Errorf("/metrics lacks %s", want)
+		other := state.TrackingPoll
+		if path == other {
+			other = state.TrackingTracker
+		}
+		for _, want := range []string{
+			`memcgd_dirty_tracking_path{path="` + path + `"} 1`,
+			`memcgd_dirty_tracking_path{path="` + other + `"} 0`,
+		} {
+			if !strings.Contains(rec.Body.String(), want+"\n") {
+				t.Errorf("path %s: /metrics lacks %s", path, want)
+			}
 		}
 	}
 }

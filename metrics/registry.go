@@ -44,14 +44,18 @@ func WithDropped(d DropCounter) Option {
 }
 
 // WithDirtyTracking exports the dirty-tracking path in force ("tracker"
-// or "poll") as memcgd_dirty_tracking_path{path} 1.
+// or "poll") as memcgd_dirty_tracking_path{path} 1, and the other path as
+// 0: every state of the enumeration is a series, so that a query for
+// either finds one.
 func WithDirtyTracking(path string) Option {
 	return func(r *Registry) error {
 		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "memcgd_dirty_tracking_path",
-			Help: "The dirty-tracking path in force, 1 for it: tracker (the eBPF tracker wakes the daemon) or poll (an adaptive interval, the fallback).",
+			Help: "The dirty-tracking path in force, 1 for it and 0 for the other: tracker (the eBPF tracker wakes the daemon) or poll (an adaptive interval, the fallback).",
 		}, []string{"path"})
-		g.WithLabelValues(path).Set(1)
+		for _, p := range []string{state.TrackingTracker, state.TrackingPoll} {
+			g.WithLabelValues(p).Set(boolValue(p == path))
+		}
 		return r.own.Register(g)
 	}
 }

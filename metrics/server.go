@@ -89,15 +89,25 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ServerOptions are what the endpoint serves besides the metrics.
+type ServerOptions struct {
+	// Ready says whether the daemon is ready, nil when it is: /readyz
+	// answers 200, or 503 with the error. A nil Ready is always ready.
+	Ready func() error
+}
+
 // Serve serves h on ln until ctx is done, then shuts down gracefully
 // (waiting up to a few seconds for scrapes in flight) and returns nil.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+// Besides /metrics it serves /healthz (alive: 200 while the process
+// serves) and /readyz (o.Ready).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServerOptions) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
-	// A liveness probe that costs nothing and never meets the scrape
-	// limit: a probe on /metrics would walk every cgroup, and a 503 there
-	// would have the pod restarted.
+	// Probes that cost nothing and never meet the scrape limit: a probe
+	// on /metrics would walk every cgroup, and a 503 there would have the
+	// pod restarted.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /readyz", readyHandler(o.Ready))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -127,13 +137,28 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	return nil
 }
 
+// readyHandler answers 200 "ok" while ready returns nil (or is nil), and
+// 503 with the reason while it returns an error, as Kubernetes'
+// readinessProbe reads it: any 2xx or 3xx is ready.
+func readyHandler(ready func() error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		io.WriteString(w, "ok\n")
+	})
+}
+
 // ListenAndServe is Listen then Serve.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler, allowNonLoopback bool) error {
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, allowNonLoopback bool, o ServerOptions) error {
 	ln, err := Listen(addr, allowNonLoopback)
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, ln, h)
+	return Serve(ctx, ln, h, o)
 }
 
 // discard drops net/http's own log lines (TLS handshake noise and the

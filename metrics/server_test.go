@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +63,7 @@ func TestServe(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, Handler(reg, nil)) }()
+	go func() { done <- Serve(ctx, ln, Handler(reg, nil), ServerOptions{}) }()
 
 	base := "http://" + ln.Addr().String()
 	tests := []struct {
@@ -74,6 +76,7 @@ func TestServe(t *testing.T) {
 		{http.MethodGet, "/metrics", http.StatusOK, "process_resident_memory_bytes"},
 		{http.MethodPost, "/metrics", http.StatusMethodNotAllowed, ""},
 		{http.MethodGet, "/healthz", http.StatusOK, "ok\n"},
+		{http.MethodGet, "/readyz", http.StatusOK, "ok\n"}, // no Ready: always ready
 		{http.MethodGet, "/", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {
@@ -106,5 +109,67 @@ func TestServe(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/metrics"); err == nil {
 		t.Error("endpoint still answers after Serve returned")
+	}
+}
+
+// /readyz answers as the Ready func says, 200 or 503 with its reason, and
+// /healthz stays 200 meanwhile: a daemon still starting is alive.
+func TestServeReadyz(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistry(func() []state.Status { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var readyErr error
+	ready := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return readyErr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, Handler(reg, nil), ServerOptions{Ready: ready}) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	tests := []struct {
+		name       string
+		err        error
+		code       int
+		body       string
+		healthCode int
+	}{
+		{"not ready", errors.New("the first scan of the managed cgroups has not finished"), http.StatusServiceUnavailable,
+			"not ready: the first scan of the managed cgroups has not finished\n", http.StatusOK},
+		{"ready", nil, http.StatusOK, "ok\n", http.StatusOK},
+		{"not ready again", errors.New("reason two"), http.StatusServiceUnavailable, "not ready: reason two\n", http.StatusOK},
+	}
+	for _, tt := range tests {
+		mu.Lock()
+		readyErr = tt.err
+		mu.Unlock()
+		if code, body := get("/readyz"); code != tt.code || body != tt.body {
+			t.Errorf("%s: GET /readyz = %d %q, want %d %q", tt.name, code, body, tt.code, tt.body)
+		}
+		if code, _ := get("/healthz"); code != tt.healthCode {
+			t.Errorf("%s: GET /healthz = %d, want %d", tt.name, code, tt.healthCode)
+		}
 	}
 }

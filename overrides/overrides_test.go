@@ -23,6 +23,7 @@ func TestOverridesSet(t *testing.T) {
 		want    map[string]string
 		errHas  []string // the error names the field, the value and what is allowed
 		knobErr bool     // the error is a *memcg.KnobError
+		unknown bool     // the error is a *memcg.UnknownKnobError
 	}{
 		{
 			name: "values are stored in the form memcg.Knobs.Get prints",
@@ -67,8 +68,8 @@ func TestOverridesSet(t *testing.T) {
 			name:    "unknown knob",
 			set:     map[string]string{"dirty_expire_centisecs": "3000"},
 			want:    map[string]string{},
-			errHas:  []string{"dirty_expire_centisecs", "dirty_ratio, dirty_bytes"},
-			knobErr: true,
+			errHas:  []string{`unknown knob "dirty_expire_centisecs"`, "dirty_ratio, dirty_bytes"},
+			unknown: true,
 		},
 		{
 			name:   "no knobs",
@@ -113,6 +114,10 @@ func TestOverridesSet(t *testing.T) {
 			var ke *memcg.KnobError
 			if got := errors.As(err, &ke); got != tt.knobErr {
 				t.Errorf("error %v: is a *memcg.KnobError %v, want %v", err, got, tt.knobErr)
+			}
+			var ue *memcg.UnknownKnobError
+			if got := errors.As(err, &ue); got != tt.unknown {
+				t.Errorf("error %v: is a *memcg.UnknownKnobError %v, want %v", err, got, tt.unknown)
 			}
 			if got := o.Get("/a"); !maps.Equal(got, tt.want) {
 				t.Errorf("Get(/a) = %v, want %v", got, tt.want)

@@ -118,31 +118,23 @@ func (s Status) Fields() []memcg.Field {
 	out := memcg.Report(s.Stat, s.Effective)
 	for i := range out {
 		if out[i].Name == "kswapd_steal" {
-			out[i] = memcg.Field{Name: "kswapd_steal", Value: c.ReclaimedBytes / memcg.PageSize, Known: true}
+			out[i] = memcg.Field{Name: "kswapd_steal", Value: c.ReclaimedBytes / memcg.PageSize, Known: true, Kind: memcg.KindNumber}
 		}
 	}
 	return append(out,
 		memcg.Field{Name: "pgoutrun", Value: c.ReclaimRuns, Known: true},
-		memcg.Field{Name: "reclaimed_bytes", Value: c.ReclaimedBytes, Known: true},
+		memcg.Field{Name: "reclaimed_bytes", Value: c.ReclaimedBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "writeout_targeted", Value: c.WriteOuts, Known: true},
-		memcg.Field{Name: "writeout_targeted_bytes", Value: c.WriteOutBytes, Known: true},
+		memcg.Field{Name: "writeout_targeted_bytes", Value: c.WriteOutBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "writeout_flush", Value: c.Flushes, Known: true},
-		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true},
+		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "throttle_pauses", Value: c.Pauses, Known: true},
 		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
 		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},
-		memcg.Field{Name: "throttle_available", Value: flag(s.Throttle == ""), Known: true},
-		memcg.Field{Name: "exempt", Value: flag(s.Exempt != ""), Known: true},
-		memcg.Field{Name: "dirty_tracker", Value: flag(s.DirtyTracking == TrackingTracker), Known: s.DirtyTracking != ""},
+		memcg.Field{Name: "throttle_available", Value: memcg.Flag(s.Throttle == ""), Known: true, Kind: memcg.KindFlag},
+		memcg.Field{Name: "exempt", Value: memcg.Flag(s.Exempt != ""), Known: true, Kind: memcg.KindFlag},
+		memcg.Field{Name: "dirty_tracker", Value: memcg.Flag(s.DirtyTracking == TrackingTracker), Known: s.DirtyTracking != "", Kind: memcg.KindFlag},
 	)
-}
-
-// flag is 1 for true, 0 for false: a yes/no field of `memcgd stat`.
-func flag(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Sort orders statuses by cgroup path, parents first.

@@ -4,13 +4,12 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
 )
 
+//go:generate go run . __gendocs ../../docs/man
+
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "memcgd: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

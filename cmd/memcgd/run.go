@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,6 +52,7 @@ func waitFlushes(h any, log *slog.Logger) {
 
 // runFlags are `memcgd run`'s own flags.
 type runFlags struct {
+	procRoot, configPath               string
 	journal, overrides, socket, listen string
 	allowNonLoopback                   bool
 	workers                            int
@@ -59,9 +61,10 @@ type runFlags struct {
 	logLevel                           string
 	dirtyTracker                       string
 	goTrace                            string
+	configCheck                        time.Duration
 }
 
-func newRunCmd(g *globalFlags) *cobra.Command {
+func newRunCmd() *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -77,26 +80,86 @@ Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
 and undone on SIGTERM and at the next start. The cgroups that hold the daemon
 itself (its own and their ancestors) are never frozen nor reclaimed: the log
 and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
-the config; a bad config, or one that changes manage.under, is refused and the
-running one kept.`,
+the config, and so does a change of the --config file's content (read every
+--config-check-interval: a mounted ConfigMap's update arrives so); a bad config,
+or one that changes manage.under, is refused and the running one kept.
+
+The metrics endpoint (--listen) also serves /healthz (alive) and /readyz (200
+once the first scan of the cgroups is done, 503 with the reason before).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), g, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			return run(cmd.Context(), f)
+		},
 	}
+	addConfigFlag(cmd, &f.configPath)
+	addProcFlag(cmd, &f.procRoot)
 	fl := cmd.Flags()
-	fl.StringVar(&f.journal, "journal", "/var/lib/memcgd/journal", "undo journal of stateful changes")
-	fl.StringVar(&f.overrides, "overrides", "/var/lib/memcgd/overrides.json", "where `memcgd set` overrides persist")
-	fl.StringVar(&f.socket, "socket", control.DefaultSocket, "root-only control socket")
-	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint address (loopback unless --allow-non-loopback); empty disables it")
+	fl.StringVar(&f.journal, "journal", "/var/lib/memcgd/journal", "undo journal of stateful changes, a `FILE`")
+	fl.StringVar(&f.overrides, "overrides", overrides.DefaultPath, "the `FILE` where the overrides of memcgd set persist")
+	fl.StringVar(&f.socket, "socket", control.DefaultSocket, "root-only control socket, a `PATH`")
+	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint `HOST:PORT` (loopback unless --allow-non-loopback); empty disables it")
 	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
-	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to this file until the daemon exits, to diagnose its latency (`go tool trace`); tens of MB a minute when busy")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md): auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
+	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to a new `FILE` until the daemon exits, to diagnose its latency (read it with go tool trace); tens of MB a minute when busy")
+	fl.DurationVar(&f.configCheck, "config-check-interval", DefaultConfigCheck, "how often to read --config for a change, which reloads it as SIGHUP does (a mounted ConfigMap's update, an edit); 0 reloads on SIGHUP only")
+	fl.StringVar(&f.logLevel, "log-level", "info", "the log's `LEVEL`: debug, info, warn or error")
+	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md), a `MODE`: auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
+	complete := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+	}
+	_ = cmd.RegisterFlagCompletionFunc("dirty-tracker", complete(trackerAuto, trackerOn, trackerOff))
+	_ = cmd.RegisterFlagCompletionFunc("log-level", complete("debug", "info", "warn", "error"))
 	return cmd
+}
+
+// check refuses flag values that cannot work, before the daemon touches
+// anything: usage errors.
+func (f *runFlags) check() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return usagef("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
+	}
+	switch f.dirtyTracker {
+	case trackerAuto, trackerOn, trackerOff:
+	default:
+		return usagef("--dirty-tracker: invalid value %q: allowed auto, on or off", f.dirtyTracker)
+	}
+	if err := checkSchedSlice(f.schedSlice); err != nil {
+		return usage(err)
+	}
+	if f.workers <= 0 {
+		return usagef("--workers: invalid value %d: allowed 1 or more", f.workers)
+	}
+	if f.listen != "" {
+		if err := checkListen(f.listen, f.allowNonLoopback); err != nil {
+			return usage(err)
+		}
+	}
+	return nil
+}
+
+// checkListen checks --listen: host:port, and a loopback host unless
+// --allow-non-loopback. metrics.Listen checks the same, but does not
+// know the flags' names.
+func checkListen(addr string, allowNonLoopback bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen: invalid value %q: allowed HOST:PORT, e.g. %s, or empty for no metrics endpoint", addr, metrics.DefaultAddr)
+	}
+	if allowNonLoopback {
+		return nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--listen: invalid value %q: allowed a loopback address (127.0.0.1, [::1], localhost); add --allow-non-loopback to serve the metrics beyond this host", addr)
 }
 
 // The values of --dirty-tracker.
@@ -129,7 +192,7 @@ func loadTracker(mode string, log *slog.Logger) (*dirtytrack.Tracker, string, er
 	}
 }
 
-func run(ctx context.Context, g *globalFlags, f *runFlags) error {
+func run(ctx context.Context, f *runFlags) error {
 	// Signals first: until signal.Notify, SIGHUP's default action kills
 	// the daemon, and a reload sent during the start (journal recovery,
 	// the first scan) must not. A SIGHUP that comes early waits in hup
@@ -144,14 +207,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return err
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
-	}
+	_ = level.UnmarshalText([]byte(f.logLevel)) // checked by runFlags.check
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	logMissingCapabilities(log, g.procRoot)
-	if err := checkSchedSlice(f.schedSlice); err != nil {
-		return err
-	}
+	logMissingCapabilities(log, f.procRoot)
 	logSchedSlice(log, f.schedSlice)
 	raiseProcs(log, f.workers)
 	if f.goTrace != "" {
@@ -162,11 +220,15 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		defer stopTrace()
 	}
 
-	cfg, err := g.loadConfig()
+	if f.configCheck < 0 {
+		return fmt.Errorf("--config-check-interval: invalid value %v: allowed a positive duration, or 0 for SIGHUP only", f.configCheck)
+	}
+	cfg, loaded, err := readConfig(f.configPath)
 	if err != nil {
 		return err
 	}
-	l, err := layout.Discover(g.procRoot)
+	reloads := metrics.NewConfigReloads(time.Now())
+	l, err := layout.Discover(f.procRoot)
 	if err != nil {
 		return err
 	}
@@ -199,7 +261,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		// After the agent and the watcher: FS uses it to its last call.
 		defer tr.Close()
 	}
-	fs, err := cgroupfs.NewFSOptions(l, g.procRoot, cfg.Under, j, cgroupfs.FSOptions{
+	fs, err := cgroupfs.NewFSOptions(l, f.procRoot, cfg.Under, j, cgroupfs.FSOptions{
 		Tracker: tr, NoTracker: noTracker, Log: log,
 	})
 	if err != nil {
@@ -210,7 +272,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	self, err := selfCgroups(g.procRoot, l)
+	self, err := selfCgroups(f.procRoot, l)
 	if err != nil {
 		w.Close()
 		return err
@@ -242,7 +304,9 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 	if f.listen != "" {
 		path, _ := a.DirtyTracking()
 		reg, err := metrics.NewRegistry(func() []state.Status { s, _ := a.Status(""); return s },
-			metrics.WithDropped(w), metrics.WithDirtyTracking(path))
+			metrics.WithDropped(w), metrics.WithDirtyTracking(path),
+			metrics.WithBuildInfo(thisBuild().metrics()), metrics.WithConfigReloads(reloads),
+			metrics.WithJournal(j.Path(), func() int { return len(j.Pending()) }))
 		if err != nil {
 			return err
 		}
@@ -251,35 +315,23 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 			return err
 		}
 		go func() {
-			if err := metrics.Serve(ctx, mln, metrics.Handler(reg, log)); err != nil && ctx.Err() == nil {
+			err := metrics.Serve(ctx, mln, metrics.Handler(reg, log), metrics.ServerOptions{Ready: a.Ready})
+			if err != nil && ctx.Err() == nil {
 				fail(fmt.Errorf("metrics endpoint: %w", err))
 			}
 		}()
 	}
 
-	go func() {
-		running := cfg
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-			}
-			next, err := g.loadConfig()
-			if err == nil {
-				err = reloadable(running, next)
-			}
-			if err != nil {
-				log.Error("config reload refused; keeping the running config", "err", err)
-				continue
-			}
-			a.Reload(next)
-			running = next
-			log.Info("config reloaded", "config", g.configPath)
-		}
-	}()
+	changed := make(chan struct{}, 1)
+	if f.configPath != "" && f.configCheck > 0 {
+		go watchConfig(ctx, f.configPath, loaded, f.configCheck, log, changed)
+	}
+	go reloadLoop(ctx, hup, changed, &reloader{
+		load: func() (*config.Config, error) { return loadConfig(f.configPath) }, apply: a.Reload, running: cfg, reloads: reloads,
+		log: log, path: f.configPath, now: time.Now,
+	})
 
-	log.Info("memcgd running", "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
+	log.Info("memcgd running", "build", thisBuild().Version, "memory", l.Memory.Mount, "version", l.Memory.Version.String(),
 		"under", cfg.Under, "self", self, "metrics", f.listen, "socket", f.socket)
 	// Run returns within its stop timeout of ctx's end, even with a host
 	// call stuck in the kernel, so that the undo below always runs.

@@ -13,23 +13,20 @@ import (
 	"github.com/memcgd/memcgd/memcg"
 )
 
-const setHelp = `Override knobs of one cgroup in the running daemon, all or nothing: a bad
+var setHelp = `Override knobs of one cgroup in the running daemon, all or nothing: a bad
 name or value changes nothing. The overrides take effect at once, persist
 across daemon restarts, and win over the config file's defaults and rules
 until dropped with --reset. As with vm.dirty_*, setting a ratio drops its
 bytes twin and the reverse.
 
 Knobs:
-  dirty_ratio, dirty_background_ratio   percent of the cgroup's dirtyable memory
-  dirty_bytes, dirty_background_bytes   bytes, with memparse suffixes (16M, 1G)
-  min_free_kbytes                       "auto", 0 (background reclaim off) or KiB
-  writeback_first                       true or false
-
+` + knobTable() + `
 CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
-cgroupfs.`
+cgroupfs. Knob names and values are checked before the daemon is asked: a
+wrong one is a usage error (exit status 2).`
 
-func newSetCmd(g *globalFlags) *cobra.Command {
-	var socket string
+func newSetCmd() *cobra.Command {
+	var socket, procRoot string
 	var reset bool
 	cmd := &cobra.Command{
 		Use:   "set CGROUP KNOB=VALUE... | set --reset CGROUP",
@@ -52,9 +49,9 @@ func newSetCmd(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			knobs, err := parsePairs(args[1:])
 			if err != nil {
-				return err
+				return usage(err)
 			}
-			cg, err := resolveCgroup(g, args[0])
+			cg, err := resolveCgroup(procRoot, args[0])
 			if err != nil {
 				return err
 			}
@@ -75,32 +72,46 @@ func newSetCmd(g *globalFlags) *cobra.Command {
 			return writeSettings(cmd.OutOrStdout(), s)
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket")
+	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`")
 	cmd.Flags().BoolVar(&reset, "reset", false, "drop the cgroup's overrides: the config's knobs apply again")
+	addProcFlag(cmd, &procRoot)
 	return cmd
 }
 
-// parsePairs reads knob=value arguments. Names and values are checked by
-// the daemon; only the form is checked here.
+// parsePairs reads knob=value arguments and checks them as the daemon
+// will (memcg.ParsePatch), so that a wrong one is refused here, named by
+// the argument given.
 func parsePairs(args []string) (map[string]string, error) {
 	knobs := make(map[string]string, len(args))
+	given := make(map[string]string, len(args))
 	for _, a := range args {
 		name, value, ok := strings.Cut(a, "=")
 		if !ok || name == "" {
 			return nil, fmt.Errorf("argument %q: want knob=value, e.g. dirty_ratio=15; knobs are %s", a, strings.Join(memcg.KnobNames(), ", "))
 		}
 		if _, dup := knobs[name]; dup {
-			return nil, fmt.Errorf("argument %q: %s given twice", a, name)
+			return nil, fmt.Errorf("argument %q: %s given twice: allowed once", a, name)
 		}
-		knobs[name] = value
+		knobs[name], given[name] = value, a
+	}
+	if _, err := memcg.ParsePatch(knobs); err != nil {
+		var ke *memcg.KnobError
+		var ue *memcg.UnknownKnobError
+		switch {
+		case errors.As(err, &ke):
+			return nil, fmt.Errorf("argument %q: %w", given[ke.Knob], err)
+		case errors.As(err, &ue):
+			return nil, fmt.Errorf("argument %q: %w", given[ue.Knob], err)
+		}
+		return nil, err
 	}
 	return knobs, nil
 }
 
 // resolveCgroup reads a CGROUP argument: a hierarchy path or a directory
 // in cgroupfs.
-func resolveCgroup(g *globalFlags, arg string) (host.Cgroup, error) {
-	l, err := layout.Discover(g.procRoot)
+func resolveCgroup(procRoot, arg string) (host.Cgroup, error) {
+	l, err := layout.Discover(procRoot)
 	if err != nil {
 		return "", err
 	}

@@ -24,7 +24,9 @@ func TestParsePairs(t *testing.T) {
 		errHas []string
 	}{
 		{args: []string{"dirty_bytes=16M", "writeback_first=false"}, want: map[string]string{"dirty_bytes": "16M", "writeback_first": "false"}},
-		{args: []string{"dirty_ratio="}, want: map[string]string{"dirty_ratio": ""}}, // the daemon names what is allowed
+		{args: []string{"dirty_ratio="}, errHas: []string{`argument "dirty_ratio="`, `dirty_ratio: invalid value ""`, "0 to 100"}},
+		{args: []string{"min_free_kbytes=auto", "dirty_ratoi=5"}, errHas: []string{`argument "dirty_ratoi=5": unknown knob "dirty_ratoi"`, `did you mean "dirty_ratio"?`}},
+		{args: []string{"dirty_ratio=5", "dirty_bytes=1G"}, errHas: []string{`argument "dirty_bytes=1G"`, "only one of dirty_ratio and dirty_bytes"}},
 		{args: []string{"dirty_ratio"}, errHas: []string{`"dirty_ratio"`, "want knob=value", "dirty_ratio=15"}},
 		{args: []string{"=15"}, errHas: []string{`"=15"`, "want knob=value"}},
 		{args: []string{"dirty_ratio=15", "dirty_ratio=20"}, errHas: []string{`"dirty_ratio=20"`, "dirty_ratio given twice"}},
@@ -82,10 +84,8 @@ func (d *fakeDaemon) Status(cg host.Cgroup) ([]state.Status, error) {
 func memcgd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	cmd := newRootCmd()
+	cmd := newRootCmd(&out, &out)
 	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
 	err := cmd.ExecuteContext(context.Background())
 	return out.String(), err
 }
@@ -123,12 +123,12 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 		},
 		{
 			args:   []string{"get", "--socket", sock, "--json", "/"},
-			outHas: []string{`"dirty_bytes": "16777216"`, `"dirty_thresh": 16777216`},
+			outHas: []string{`"dirty_bytes": 16777216`, `"dirty_thresh": 16777216`, `"writeback_first": false`, `"min_free_kbytes": "auto"`, `"dirty_ratio": 0`},
 		},
 		{
 			args:    []string{"set", "--socket", sock, "/", "dirty_ratio=101"},
-			errHas:  []string{"set /", "dirty_ratio", `"101"`, "0 to 100"},
-			knobErr: true,
+			errHas:  []string{`argument "dirty_ratio=101"`, "dirty_ratio", `"101"`, "0 to 100"},
+			knobErr: true, // refused before the daemon is asked
 		},
 		{
 			args:   []string{"set", "--socket", sock, "/", "dirty_ratio"},
@@ -144,7 +144,7 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 		},
 		{
 			args:   []string{"stat", "--socket", sock, "/"},
-			outHas: []string{"cgroup /\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n"},
+			outHas: []string{"cgroup /\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n", "writeback_first true\n", "limit 524288000\n"}, // after --reset,
 		},
 		{
 			args:   []string{"set", "--socket", filepath.Join(t.TempDir(), "none.sock"), "/", "dirty_ratio=15"},
@@ -186,5 +186,5 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 
 // memcgdLayout resolves "/" as the commands do.
 func memcgdLayout() (host.Cgroup, error) {
-	return resolveCgroup(&globalFlags{procRoot: "/proc"}, "/")
+	return resolveCgroup("/proc", "/")
 }

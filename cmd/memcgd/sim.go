@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,20 +92,37 @@ and seed give byte-identical output. See docs/sim.md.`,
 		},
 	}
 	c.Flags().BoolVar(&f.list, "list", false, "list the embedded scenarios")
-	c.Flags().StringArrayVar(&f.sets, "set", nil, "override a scenario field, path=value (e.g. cgroups[0].limit=200M); repeatable")
-	c.Flags().StringSliceVar(&f.variants, "variant", nil, "run only these variants (comma-separated names)")
+	c.Flags().StringArrayVar(&f.sets, "set", nil, "override a scenario field, `PATH=VALUE` (e.g. cgroups[0].limit=200M); repeatable")
+	c.Flags().StringSliceVar(&f.variants, "variant", nil, "run only these variants, `NAMES` separated by commas")
 	c.Flags().Int64Var(&f.seed, "seed", -1, "override the scenario's seed")
-	c.Flags().StringVar(&f.csv, "csv", "", "write the time series of every variant to this CSV file")
-	c.Flags().StringVar(&f.plots, "plot", "", "write PNG and SVG plots into this directory")
+	c.Flags().StringVar(&f.csv, "csv", "", "write the time series of every variant to this CSV `FILE`")
+	c.Flags().StringVar(&f.plots, "plot", "", "write PNG and SVG plots into this `DIR`")
 	c.Flags().BoolVar(&f.stat, "stat", false, "also print each variant's memory.stat of the focus cgroup and /proc/vmstat at the end")
 	c.Flags().BoolVar(&f.timing, "timing", false, "print wall time and simulation speed per variant to stderr")
 	c.Flags().IntVarP(&f.jobs, "jobs", "j", runtime.NumCPU(), "variants run in parallel")
 	c.AddCommand(newSimSweepCmd())
+	// The shell completes the embedded scenarios' names, and files.
+	c.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return scenario.Names(), cobra.ShellCompDirectiveDefault
+	}
 	return c
 }
 
+// listWidth is the width sim --list fills its descriptions to.
+const listWidth = 80
+
+// listScenarios prints each embedded scenario's name and its whole
+// description, wrapped beside the names, a blank line between.
 func listScenarios(w io.Writer) error {
-	for _, n := range scenario.Names() {
+	names := scenario.Names()
+	col := 0
+	for _, n := range names {
+		col = max(col, len(n)+2)
+	}
+	for i, n := range names {
 		b, err := scenario.Embedded(n)
 		if err != nil {
 			return err
@@ -113,53 +131,52 @@ func listScenarios(w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("embedded scenario %s: %w", n, err)
 		}
-		first, _, _ := strings.Cut(sc.Description, "\n")
-		fmt.Fprintf(w, "%-16s %s\n", n, first)
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		head := n
+		for _, l := range wrap(sc.Description, listWidth-col) {
+			if _, err := fmt.Fprintf(w, "%-*s%s\n", col, head, l); err != nil {
+				return err
+			}
+			head = ""
+		}
+		if sc.Description == "" {
+			fmt.Fprintln(w, n)
+		}
 	}
 	return nil
 }
 
 // loadScenario reads an embedded scenario by name or a YAML file.
 func loadScenario(name string, sets []string, seed int64, variants []string) (*scenario.Scenario, error) {
-	var b []byte
-	var err error
-	if strings.ContainsRune(name, '/') || strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
-		b, err = os.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("read scenario: %w", err)
-		}
-	} else if b, err = scenario.Embedded(name); err != nil {
+	b, err := scenarioYAML(name)
+	if err != nil {
 		return nil, err
 	}
 	var as []scenario.Assignment
 	for _, s := range sets {
 		a, err := scenario.ParseAssignment(s)
 		if err != nil {
-			return nil, err
+			return nil, usage(err)
 		}
 		as = append(as, a)
 	}
 	sc, err := scenario.Parse(b, as...)
-	if err != nil {
+	var se *scenario.SetError
+	switch {
+	case errors.As(err, &se):
+		return nil, usage(err) // it names the --set argument, not the file
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if seed >= 0 {
 		sc.Seed = uint64(seed)
 	}
 	if len(variants) > 0 {
-		var keep []scenario.Variant
-		for _, want := range variants {
-			found := false
-			for _, v := range sc.Variants {
-				if v.Name == want {
-					keep, found = append(keep, v), true
-				}
-			}
-			if !found {
-				return nil, fmt.Errorf("--variant %s: the scenario has no such variant", want)
-			}
+		if err := sc.SelectVariants(variants); err != nil {
+			return nil, usagef("--variant: %w", err)
 		}
-		sc.Variants = keep
 	}
 	return sc, nil
 }
@@ -253,7 +270,7 @@ func writeFile(name string, f func(io.Writer) error) error {
 
 func newSimSweepCmd() *cobra.Command {
 	var sets []string
-	var shardFlag string
+	var shardFlag, output string
 	var jobs int
 	c := &cobra.Command{
 		Use:   "sweep SCENARIO --set path=v1,v2,... [--set ...] [--shard i/n]",
@@ -270,7 +287,7 @@ joins the shards' outputs into exactly the unsharded output.`,
 			for _, s := range sets {
 				a, err := sweep.ParseAxis(s)
 				if err != nil {
-					return err
+					return usage(err)
 				}
 				axes = append(axes, a)
 			}
@@ -278,19 +295,23 @@ joins the shards' outputs into exactly the unsharded output.`,
 			if shardFlag != "" {
 				var err error
 				if shard, err = sweep.ParseShard(shardFlag); err != nil {
-					return err
+					return usage(err)
 				}
 			}
 			b, err := scenarioYAML(args[0])
 			if err != nil {
 				return err
 			}
-			return sweep.Run(cmd.OutOrStdout(), b, axes, shard, jobs)
+			if output == "" {
+				return sweep.Run(cmd.OutOrStdout(), b, axes, shard, jobs)
+			}
+			return writeFile(output, func(w io.Writer) error { return sweep.Run(w, b, axes, shard, jobs) })
 		},
 	}
-	c.Flags().StringArrayVar(&sets, "set", nil, "a swept field and its values, path=v1,v2,...; repeatable")
-	c.Flags().StringVar(&shardFlag, "shard", "", "run only shard i of n (0-based), i/n")
+	c.Flags().StringArrayVar(&sets, "set", nil, "a swept field and its values, `PATH=V1,V2,...`; repeatable")
+	c.Flags().StringVar(&shardFlag, "shard", "", "run only shard i of n (0-based), `I/N`")
 	c.Flags().IntVarP(&jobs, "jobs", "j", runtime.NumCPU(), "points run in parallel")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the CSV to this file instead of standard output (an image without a shell cannot redirect)")
 	c.AddCommand(&cobra.Command{
 		Use:   "merge FILE...",
 		Short: "Merge the outputs of a sweep's shards into the unsharded output",
@@ -320,5 +341,6 @@ func scenarioYAML(name string) ([]byte, error) {
 		}
 		return b, nil
 	}
-	return scenario.Embedded(name)
+	b, err := scenario.Embedded(name)
+	return b, usage(err) // a name that is not embedded
 }

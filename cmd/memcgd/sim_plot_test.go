@@ -17,10 +17,8 @@ func TestSimPlotListsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	plots := filepath.Join(dir, "plots")
-	root := newRootCmd()
 	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
+	root := newRootCmd(&out, &errb)
 	root.SetArgs([]string{"sim", f, "--plot", plots})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)

@@ -10,10 +10,8 @@ import (
 
 func memcgdSim(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
 	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
+	root := newRootCmd(&out, &errb)
 	root.SetArgs(append([]string{"sim"}, args...))
 	err := root.Execute()
 	return out.String(), err
@@ -67,11 +65,37 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"seed-999"}, "no embedded scenario \"seed-999\": allowed "},
 		{[]string{f, "--set", "cgroups[0].limit=lots"}, "cgroups[0].limit"},
 		{[]string{f, "--set", "nonsense"}, "path=value"},
-		{[]string{f, "--variant", "nope"}, "no such variant"},
+		{[]string{f, "--variant", "nope"}, `--variant: no variant "nope" in scenario cli: allowed stock, first, memcgd`},
 		{[]string{"sweep", f, "--shard", "3/3"}, "0 <= i < n"},
 	} {
 		if _, err := memcgdSim(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// memcgd sim sweep --output writes the bytes it prints without it: the
+// Indexed Job's pods (deploy/sim-sweep-job.yaml) have no shell to redirect.
+func TestSimSweepOutput(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "cli.yaml")
+	if err := os.WriteFile(f, []byte(cliScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"sweep", f, "--set", "cgroups[0].limit=32M,64M", "--shard", "1/2", "-j", "2"}
+	stdout, err := memcgdSim(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results", "shard-1.csv")
+	if printed, err := memcgdSim(t, append(args, "--output", out)...); err != nil || printed != "" {
+		t.Fatalf("with --output: printed %q, error %v; want nothing printed", printed, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != stdout || !strings.Contains(stdout, "\n") {
+		t.Errorf("--output wrote\n%s\nwant what the sweep prints:\n%s", b, stdout)
 	}
 }

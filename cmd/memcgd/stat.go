@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,28 +43,33 @@ reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
 throttle_paused_us; then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
-(0 when the cgroup holds memcgd or no freezer reaches it), exempt (1 when it
-holds memcgd) and dirty_tracker (1 when the eBPF dirty tracker wakes the
-daemon, 0 when it polls: the fallback); a cgroup not throttled ends with
+(false when the cgroup holds memcgd or no freezer reaches it), exempt (true
+when it holds memcgd) and dirty_tracker (true when the eBPF dirty tracker
+wakes the daemon, false when it polls: the fallback); a cgroup not throttled ends with
 throttle_unavailable and the reason. Otherwise cgroupfs is read directly,
 with the config's knobs and the runtime overrides memcgd set persisted
 (--overrides) over them.
 Either way the answer is printed cgroup by cgroup as it is read.
 
+Flags (writeback_first, throttle_available, exempt, dirty_tracker) print as
+true or false, as memcgd get prints writeback_first; a limit of none prints
+as max. With --json, sizes are numbers of bytes, flags booleans, and null
+stands for n/a and for no limit (docs/stat.md).
+
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
 cgroupfs.`
 
-func newStatCmd(g *globalFlags) *cobra.Command {
+func newStatCmd() *cobra.Command {
 	var asJSON bool
-	var socket, overridesPath string
+	var socket, overridesPath, procRoot, configPath string
 	cmd := &cobra.Command{
 		Use:   "stat [CGROUP]",
 		Short: "Print per-cgroup dirty, reclaim and writeback statistics",
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := layout.Discover(g.procRoot)
+			l, err := layout.Discover(procRoot)
 			if err != nil {
 				return err
 			}
@@ -92,7 +96,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
-			cfg, err := g.loadConfig()
+			cfg, err := loadConfig(configPath)
 			if err != nil {
 				return err
 			}
@@ -102,7 +106,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fs := cgroupfs.NewFS(l, g.procRoot, cfg.Under, nil)
+			fs := cgroupfs.NewFS(l, procRoot, cfg.Under, nil)
 			defer fs.Close()
 			var cgs []host.Cgroup
 			if one != "" {
@@ -120,9 +124,11 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			return errs
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats} with null for n/a")
-	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket; when nothing answers there, cgroupfs is read directly")
-	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the overrides `memcgd set` persisted, applied when cgroupfs is read directly")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats}, sizes in bytes, yes/no as booleans, null for n/a and for no limit")
+	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`; when nothing answers there, cgroupfs is read directly")
+	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the `FILE` of the overrides memcgd set persisted, applied when cgroupfs is read directly")
+	addConfigFlag(cmd, &configPath)
+	addProcFlag(cmd, &procRoot)
 	return cmd
 }
 
@@ -160,16 +166,6 @@ func collect(ctx context.Context, h host.Host, knobs func(host.Cgroup) memcg.Kno
 	return n, errors.Join(errs...)
 }
 
-func formatValue(f memcg.Field) string {
-	switch {
-	case !f.Known:
-		return "n/a"
-	case f.Value == memcg.NoLimit:
-		return "max"
-	}
-	return strconv.FormatUint(f.Value, 10)
-}
-
 // reportWriter prints reports one at a time, as they come.
 type reportWriter struct {
 	w    io.Writer
@@ -192,7 +188,7 @@ func (rw *reportWriter) write(r report) error {
 		}
 		fmt.Fprintf(rw.w, "cgroup %s\n", r.Cgroup)
 		for _, f := range r.Fields {
-			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, formatValue(f)); err != nil {
+			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, f.Text()); err != nil {
 				return err
 			}
 		}
@@ -205,18 +201,13 @@ func (rw *reportWriter) write(r report) error {
 		return nil
 	}
 	type entry struct {
-		Cgroup   host.Cgroup        `json:"cgroup"`
-		Stats    map[string]*uint64 `json:"stats"`
-		Throttle string             `json:"throttle_unavailable,omitempty"`
+		Cgroup   host.Cgroup    `json:"cgroup"`
+		Stats    map[string]any `json:"stats"`
+		Throttle string         `json:"throttle_unavailable,omitempty"`
 	}
-	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]*uint64, len(r.Fields)), Throttle: r.Throttle}
+	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]any, len(r.Fields)), Throttle: r.Throttle}
 	for _, f := range r.Fields {
-		if f.Known {
-			v := f.Value
-			e.Stats[f.Name] = &v
-		} else {
-			e.Stats[f.Name] = nil
-		}
+		e.Stats[f.Name] = f.JSON()
 	}
 	b, err := json.MarshalIndent(e, "  ", "  ")
 	if err != nil {

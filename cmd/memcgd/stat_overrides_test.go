@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,8 +28,7 @@ func TestStatWithoutDaemonAppliesPersistedOverrides(t *testing.T) {
 	}
 	stat := func(overridesPath string) string {
 		var out bytes.Buffer
-		cmd := newRootCmd()
-		cmd.SetOut(&out)
+		cmd := newRootCmd(&out, io.Discard)
 		cmd.SetArgs([]string{"stat", "--socket", filepath.Join(t.TempDir(), "none.sock"), "--overrides", overridesPath, string(cg.Path)})
 		if err := cmd.Execute(); err != nil {
 			t.Fatalf("memcgd stat: %v", err)

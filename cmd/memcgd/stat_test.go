@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,7 @@ func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetOut(&out)
+	cmd := newRootCmd(&out, io.Discard)
 	// No daemon answers on this socket: stat reads cgroupfs itself.
 	cmd.SetArgs([]string{"stat", "--socket", filepath.Join(t.TempDir(), "none.sock"), string(self)})
 	if err := cmd.Execute(); err != nil {
@@ -62,21 +62,26 @@ func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
 	}
 
 	out.Reset()
-	cmd = newRootCmd()
-	cmd.SetOut(&out)
+	cmd = newRootCmd(&out, io.Discard)
 	cmd.SetArgs([]string{"stat", "--json", "--socket", filepath.Join(t.TempDir(), "none.sock"), l.Memory.Dir(self)})
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("memcgd stat --json DIR: %v", err)
 	}
 	var got []struct {
-		Cgroup string             `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup string         `json:"cgroup"`
+		Stats  map[string]any `json:"stats"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0].Cgroup != string(self) {
 		t.Fatalf("stat --json of a cgroupfs directory = %s (%v)", out.String(), err)
 	}
-	if got[0].Stats["usage"] == nil || *got[0].Stats["usage"] == 0 {
-		t.Errorf("usage of our own cgroup is %v", got[0].Stats["usage"])
+	if usage, ok := got[0].Stats["usage"].(float64); !ok || usage == 0 {
+		t.Errorf("usage of our own cgroup is %#v, want a number of bytes", got[0].Stats["usage"])
+	}
+	if wb, ok := got[0].Stats["writeback_first"].(bool); !ok || !wb {
+		t.Errorf("writeback_first is %#v, want true as the default policy has it", got[0].Stats["writeback_first"])
+	}
+	if lim, ok := got[0].Stats["limit"]; !ok || lim != nil && lim.(float64) == 0 {
+		t.Errorf("limit is %#v, want bytes or null (no limit)", lim)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // printed before it streamed.
 func TestReportWriterJSONMatchesTheWholeList(t *testing.T) {
 	type entry struct {
-		Cgroup host.Cgroup        `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup host.Cgroup    `json:"cgroup"`
+		Stats  map[string]any `json:"stats"`
 	}
 	for _, n := range []int{0, 1, 3} {
 		var reports []report
@@ -24,11 +24,13 @@ func TestReportWriterJSONMatchesTheWholeList(t *testing.T) {
 		for i := range n {
 			v := uint64(i) << 20
 			r := report{Cgroup: host.Cgroup(fmt.Sprintf("/c%d", i)), Fields: []memcg.Field{
-				{Name: "usage", Value: v, Known: true}, {Name: "pgpgin", Known: false}, {Name: "limit", Value: memcg.NoLimit, Known: true},
+				{Name: "usage", Value: v, Known: true, Kind: memcg.KindBytes}, {Name: "pgpgin", Known: false},
+				{Name: "limit", Value: memcg.NoLimit, Known: true, Kind: memcg.KindBytes},
+				{Name: "writeback_first", Value: 1, Known: true, Kind: memcg.KindFlag},
 			}}
 			reports = append(reports, r)
-			lim := memcg.NoLimit
-			want = append(want, entry{Cgroup: r.Cgroup, Stats: map[string]*uint64{"usage": &v, "pgpgin": nil, "limit": &lim}})
+			// n/a and no limit are null, a flag a boolean.
+			want = append(want, entry{Cgroup: r.Cgroup, Stats: map[string]any{"usage": v, "pgpgin": nil, "limit": nil, "writeback_first": true}})
 		}
 		var whole bytes.Buffer
 		enc := json.NewEncoder(&whole)

@@ -24,6 +24,7 @@ type Layer struct {
 
 // Layers are memcgd's layers, lowest first.
 var Layers = []Layer{
+	{"leaf helpers", []string{"internal/suggest", "internal/strictyaml"}},
 	{"values", []string{"memcg", "host", "state"}},
 	{"pure core", []string{"policy", "config", "resolve", "sched"}},
 	{"kernel model", []string{"sim/kernel", "sim/workload"}},
@@ -39,6 +40,9 @@ var Layers = []Layer{
 // goroutine: they run the same against the real kernel and the
 // simulator, and are tested on fake time.
 var Pure = []string{"memcg", "policy", "sched", "sim/kernel"}
+
+// PureLayers are the layers whose packages a pure package may import.
+var PureLayers = []string{"leaf helpers", "values", "pure core"}
 
 // PureImports are the standard packages a pure package may import.
 var PureImports = []string{

@@ -38,6 +38,36 @@ func BenchmarkCoreWriter(b *testing.B) {
 	b.ReportMetric(sim/s, "sim-s/s")
 }
 
+// BenchmarkCoreWriterCPUQuota is BenchmarkCoreWriter with the writer in a
+// cpu group allowed 50 ms per 100 ms: the CFS bandwidth path (charging
+// each step, throttling, the period timer, unthrottling) on top of the
+// core loop.
+func BenchmarkCoreWriterCPUQuota(b *testing.B) {
+	var ops int64
+	var sim float64
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		k := testKernel(b, 1, Options{})
+		k.cfg.Disks[0].WriteBandwidth = 800 << 20
+		k.disks[0].cfg.WriteBandwidth = 800 << 20
+		k.cfg.WriteCostPerPage = 2600
+		m := k.NewMemcg(0, "/x1", 100<<20, -1)
+		g := k.NewCPUGroup(0, "/x1")
+		if err := k.SetCPUMax(g, 50*Millisecond, 100*Millisecond, 0); err != nil {
+			b.Fatal(err)
+		}
+		t := k.NewTask("w", m, &seqWriter{ino: int64(k.NewInode(0)), pages: 1 << 20, block: 4}, 0)
+		k.MoveTask(t, g)
+		sim += k.Run(1000 * Second).Seconds()
+		ops += k.PageOps()
+	}
+	s := b.Elapsed().Seconds()
+	cpu := (cpuTime(b) - cpu0).Seconds()
+	b.ReportMetric(float64(ops)/cpu, "pageops/cpu-s")
+	b.ReportMetric(float64(ops)/s, "pageops/s")
+	b.ReportMetric(sim/s, "sim-s/s")
+}
+
 // BenchmarkEventHeap pushes and pops with a steady population of 1024.
 func BenchmarkEventHeap(b *testing.B) {
 	var h eventHeap

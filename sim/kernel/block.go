@@ -23,8 +23,8 @@ type DiskConfig struct {
 type request struct {
 	done  Time
 	pages int64
-	ino   int32
-	task  int32 // reader waiting on it, or -1
+	ino   int32 // the file written or read; -1 for a journal commit
+	task  int32 // reader or fdatasync waiting on it, or -1
 	read  bool
 }
 
@@ -91,7 +91,11 @@ func (k *Kernel) ioDone(di int32) {
 		}
 	} else {
 		d.written += r.pages
-		k.endWriteback(r.ino, r.pages)
+		if r.ino >= 0 {
+			k.endWriteback(r.ino, r.pages)
+		} else if r.task >= 0 {
+			k.wake(k.tasks[r.task]) // a journal commit (sync.go)
+		}
 	}
 	if len(d.blocked) > 0 {
 		for _, wb := range d.blocked {

@@ -42,11 +42,11 @@ func (k *Kernel) cgroupFrozen(m int32) bool {
 func (k *Kernel) stopFrozen(t *Task) bool {
 	if k.cgroupFrozen(t.memcg) {
 		t.freezeWait = true
-		k.block(t, &t.Paused)
+		k.block(t, StopFrozen)
 		return true
 	}
 	if t.frozenUntil > t.clock {
-		k.sleep(t, t.frozenUntil, &t.Paused)
+		k.sleep(t, t.frozenUntil, StopFrozen)
 		return true
 	}
 	return false

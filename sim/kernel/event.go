@@ -33,6 +33,7 @@ const (
 	evSample                           // the statistics sampler
 	evHook                             // an external driver's tick (the memcgd variant)
 	evTimer                            // an external driver's one-shot timer (id: timer)
+	evCFSPeriod                        // a cpu group's period timer (id: cpu group)
 )
 
 type event struct {

@@ -285,7 +285,9 @@ func (k *Kernel) nextWork(w int32) bool {
 	case k.cfg.DirtyWritebackInterval > 0 && k.now >= wb.lastOldFlush+k.cfg.DirtyWritebackInterval:
 		wb.lastOldFlush = k.now
 		wb.cur = wbWork{nrPages: wb.reclaimable, memcg: nilIdx, reason: WBReasonPeriodic, forKupdate: true}
-	case k.wbOverBgThresh(w):
+	case k.wbHasDirtyIO(w) && k.wbOverBgThresh(w):
+		// wb_writeback() ends a pass that makes no progress, and a wb
+		// without dirty inodes (an fsync cleaned them) makes none.
 		wb.cur = wbWork{nrPages: noLimit, memcg: nilIdx, reason: WBReasonBackground, forBackground: true}
 	default:
 		return false

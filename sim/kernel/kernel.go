@@ -39,6 +39,9 @@ type Config struct {
 	// CPU costs per page: copying a write or a read, faulting anon, and
 	// scanning in reclaim.
 	WriteCostPerPage, ReadCostPerPage, AnonCostPerPage, ScanCostPerPage Time
+	// JournalCommitPages is the journal write an fdatasync() makes after
+	// the file's data (sync.go); 0: none.
+	JournalCommitPages int64
 	// Disks are the block devices.
 	Disks []DiskConfig
 }
@@ -75,6 +78,10 @@ type Kernel struct {
 	domainCompletions int64
 	domainComplPeriod int64
 
+	// cpuGroups are the cpu groups (task groups) of CFS bandwidth
+	// control, the root first (sched_fair_bandwidth.go).
+	cpuGroups []cfsBandwidth
+
 	tickers []ticker
 	timers  []timer
 	// thresholds armed (memcontrol_threshold.go), and the hook they call.
@@ -83,9 +90,6 @@ type Kernel struct {
 
 	// Events counts processed events.
 	Events int64
-	// scratch for seed 004's chain walk
-	chainStat  []memcg.Stat
-	chainKnobs []memcg.Knobs
 }
 
 type ticker struct {
@@ -123,6 +127,7 @@ func New(cfg Config, opts Options) (*Kernel, error) {
 	}
 	k.node.setupWatermarks(mfk, sf)
 	k.addMemcg(nilIdx, "/", noLimit, noLimit)
+	k.initCFSBandwidth()
 	for i := range k.disks {
 		k.rootWB = append(k.rootWB, k.newWB(int32(i), 0))
 		k.memcgs[0].wbs[i] = k.rootWB[i]
@@ -208,6 +213,10 @@ func (k *Kernel) run(until Time, stopWhenIdle bool) Time {
 			if tm := &k.timers[ev.id]; ev.gen == tm.gen && tm.armed {
 				tm.armed = false
 				tm.f(k)
+			}
+		case evCFSPeriod:
+			if ev.gen == k.cpuGroups[ev.id].timerGen {
+				k.cfsPeriodTimer(ev.id)
 			}
 		case evHook:
 			tk := &k.tickers[ev.id]

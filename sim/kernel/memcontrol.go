@@ -57,6 +57,14 @@ const (
 	nrMemcgEvent
 )
 
+// defaultKnobs are a new cgroup's knobs in the seed kernels: seed 004's
+// memory.dirty_* at the vm.dirty_* defaults (vm_dirty_ratio 20,
+// dirty_background_ratio 10 in mm/page-writeback.c), seed 001's
+// min_free_kbytes sized from the limit, seed 000's write-out first on.
+func defaultKnobs() memcg.Knobs {
+	return memcg.Knobs{DirtyRatio: 20, DirtyBackgroundRatio: 10, MinFreeKbytes: memcg.MinFreeAuto, WritebackFirst: true}
+}
+
 // Memcg is one memory cgroup.
 type Memcg struct {
 	Name     string
@@ -100,7 +108,7 @@ type Memcg struct {
 
 func (k *Kernel) addMemcg(parent int32, name string, max, high int64) int32 {
 	id := int32(len(k.memcgs))
-	m := Memcg{Name: name, parent: parent, max: max, high: high, Knobs: memcg.DefaultKnobs(),
+	m := Memcg{Name: name, parent: parent, max: max, high: high, Knobs: defaultKnobs(),
 		dirtyInodes: inodeList{nilIdx, nilIdx}, watchUsage: noLimit, watchDirtied: noLimit}
 	for i := range m.lru {
 		m.lru[i] = lruList{head: nilIdx, tail: nilIdx}
@@ -310,7 +318,7 @@ func (k *Kernel) handleOverHigh(t *Task) bool {
 			inRetry = true
 			continue
 		}
-		k.sleep(t, t.clock+penalty, &t.Stall)
+		k.sleep(t, t.clock+penalty, StopReclaim)
 		return false
 	}
 }

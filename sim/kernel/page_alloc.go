@@ -84,6 +84,6 @@ func (k *Kernel) allocPages(t *Task, n int64) bool {
 		nd.directRetries = 0
 		return true
 	}
-	k.sleep(t, t.clock+Millisecond, &t.Stall)
+	k.sleep(t, t.clock+Millisecond, StopReclaim)
 	return false
 }

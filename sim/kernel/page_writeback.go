@@ -4,24 +4,36 @@ import (
 	"math/bits"
 
 	"github.com/memcgd/memcgd/memcg"
-	"github.com/memcgd/memcgd/policy"
 )
 
 // Dirty throttling (mm/page-writeback.c): the global dirty domain and, on
 // cgroup v2 or with seed 004, a memcg domain; balance_dirty_pages() with
-// the freerun ceiling, the position ratio (policy.PosRatio, the same cubic)
-// and the per-wb line, pauses of at most MAX_PAUSE, and the bandwidth and
-// dirty ratelimit estimators updated every BANDWIDTH_INTERVAL.
+// the freerun ceiling, the position ratio (pos_ratio_polynom, the global
+// cubic, times the per-wb line), pauses of at most MAX_PAUSE, and the
+// bandwidth and dirty ratelimit estimators updated every
+// BANDWIDTH_INTERVAL. The arithmetic is the model's own port of the
+// kernel's, function by function; memcgd's policy has its own, and
+// crosscheck_test.go compares the two.
 
 // Constants of mm/page-writeback.c, in pages and jiffies.
 const (
 	// DirtyPollThresh is DIRTY_POLL_THRESH, 128 KiB in pages.
 	DirtyPollThresh = 128 >> (PageShift - 10)
-	// InitBW is INIT_BW, 100 MB/s in pages per second.
+	// InitBW is INIT_BW (mm/backing-dev.c), 100 MB/s in pages per second.
 	InitBW = 100 << (20 - PageShift)
+	// RatelimitCalcShift is RATELIMIT_CALC_SHIFT: the fixed point of
+	// pos_ratio, 1.0 = 1 << RatelimitCalcShift.
+	RatelimitCalcShift = 10
 	// vmCompletionsPeriod is VM_COMPLETIONS_PERIOD_LEN, 3 s.
 	vmCompletionsPeriod = 3 * Second
 )
+
+// maxPause is MAX_PAUSE, max(HZ/5, 1) jiffies (200 ms).
+func (k *Kernel) maxPause() int64 { return max(k.hz()/5, 1) }
+
+// bandwidthInterval is BANDWIDTH_INTERVAL, max(HZ/5, 1) jiffies (200 ms),
+// as simulated time.
+func (k *Kernel) bandwidthInterval() Time { return k.fromJiffies(max(k.hz()/5, 1)) }
 
 // dirtyThrottleControl is struct dirty_throttle_control, in pages.
 type dirtyThrottleControl struct {
@@ -63,35 +75,91 @@ func (k *Kernel) globalDirtyable() int64 {
 	return x + nd.filePages + 1
 }
 
-// domainLimits is domain_dirty_limits() over avail pages with the given
-// knobs, reusing memcg.Knobs.DirtyLimits (the same ratio arithmetic).
-func domainLimits(kn memcg.Knobs, avail int64) (bg, thresh int64) {
-	d := kn.DirtyLimits(uint64(avail) * PageSize)
-	if d.Limit == memcg.NoLimit {
-		return noLimit, noLimit
+// domainDirtyLimits is domain_dirty_limits(): dtc.thresh and dtc.bg_thresh
+// over dtc.avail from vm, the vm.dirty_* sysctls (or, for seed 004, a
+// cgroup's own memory.dirty_* files, which it reads the same way). Bytes win
+// over ratios; a ratio is held per PAGE_SIZE for precision. gdtc is nil
+// for the global domain. For a memcg domain (gdtc the global one) the byte
+// settings cannot apply directly: they become ratios of the global avail.
+// A background threshold at or above the threshold becomes half of it.
+// The lift for real-time tasks is not modelled (the model has none).
+func domainDirtyLimits(dtc, gdtc *dirtyThrottleControl, vm *memcg.Knobs) {
+	avail := uint64(max(dtc.avail, 0))
+	bytes, bgBytes := vm.DirtyBytes, vm.DirtyBackgroundBytes
+	ratio := vm.DirtyRatio * PageSize / 100
+	bgRatio := vm.DirtyBackgroundRatio * PageSize / 100
+	if gdtc != nil {
+		globalAvail := uint64(max(gdtc.avail, 1))
+		if bytes != 0 {
+			ratio = min(divRoundUp(bytes, globalAvail), PageSize)
+		}
+		if bgBytes != 0 {
+			bgRatio = min(divRoundUp(bgBytes, globalAvail), PageSize)
+		}
+		bytes, bgBytes = 0, 0
 	}
-	return int64(d.Background / PageSize), int64(d.Limit / PageSize)
+	var thresh, bgThresh uint64
+	if bytes != 0 {
+		thresh = divRoundUp(bytes, PageSize)
+	} else {
+		thresh = ratio * avail / PageSize
+	}
+	if bgBytes != 0 {
+		bgThresh = divRoundUp(bgBytes, PageSize)
+	} else {
+		bgThresh = bgRatio * avail / PageSize
+	}
+	if bgThresh >= thresh {
+		bgThresh = thresh / 2
+	}
+	dtc.thresh, dtc.bgThresh = int64(thresh), int64(bgThresh)
+}
+
+// divRoundUp is DIV_ROUND_UP(n, d), without the kernel macro's wrap-around
+// for n within d of 2^64.
+func divRoundUp(n, d uint64) uint64 {
+	q := n / d
+	if n%d != 0 {
+		q++
+	}
+	return q
 }
 
 // globalDirtyLimits is global_dirty_limits(): nr_dirty_background_threshold
 // and nr_dirty_threshold.
 func (k *Kernel) globalDirtyLimits() (bg, thresh int64) {
-	return domainLimits(k.cfg.VMDirty, k.globalDirtyable())
+	g := dirtyThrottleControl{avail: k.globalDirtyable()}
+	domainDirtyLimits(&g, nil, &k.cfg.VMDirty)
+	return g.bgThresh, g.thresh
+}
+
+// hardDirtyLimit is hard_dirty_limit(): the domain's trailing dirty_limit,
+// never below the current threshold.
+func hardDirtyLimit(domLimit, thresh int64) int64 { return max(thresh, domLimit) }
+
+// mdtcCalcAvail is mdtc_calc_avail(): what a memcg domain may still grow
+// into is capped by the machine's clean memory outside the domain.
+func mdtcCalcAvail(mdtc, gdtc *dirtyThrottleControl, filepages, headroom int64) {
+	clean := filepages - min(filepages, mdtc.dirty)
+	globalClean := gdtc.avail - min(gdtc.avail, gdtc.dirty)
+	otherClean := globalClean - min(globalClean, clean)
+	mdtc.avail = filepages + min(headroom, otherClean)
 }
 
 func (k *Kernel) globalDtc() dirtyThrottleControl {
 	root := &k.memcgs[0]
 	g := dirtyThrottleControl{avail: k.globalDirtyable()}
 	g.dirty = root.hstat[msFileDirty] + root.hstat[msFileWriteback]
-	g.bgThresh, g.thresh = domainLimits(k.cfg.VMDirty, g.avail)
-	g.limit = max(g.thresh, k.globalDomain.dirtyLimit)
+	domainDirtyLimits(&g, nil, &k.cfg.VMDirty)
+	g.limit = hardDirtyLimit(k.globalDomain.dirtyLimit, g.thresh)
 	return g
 }
 
 // memcgDtc is the memcg domain of wb's cgroup m (mem_cgroup_wb_stats +
 // mdtc_calc_avail + domain_dirty_limits). On stock v2 the vm.dirty_*
-// ratios apply to the memcg's avail; with seed 004 the cgroup's own knobs
-// do, never above its ancestors'.
+// settings apply to the memcg's avail (bytes as ratios of the global
+// avail); with seed 004 the cgroup's own knobs do, never above its
+// ancestors'.
 func (k *Kernel) memcgDtc(m int32, g *dirtyThrottleControl, dirtyOnly bool) (dirtyThrottleControl, bool) {
 	seed004 := k.opts.Seed004 != nil
 	if m == 0 || (k.cfg.CgroupVersion == 1 && !seed004) {
@@ -102,25 +170,40 @@ func (k *Kernel) memcgDtc(m int32, g *dirtyThrottleControl, dirtyOnly bool) (dir
 	if !dirtyOnly {
 		d.dirty += writeback
 	}
-	clean := filepages - min(filepages, dirty)
-	globalClean := g.avail - min(g.avail, g.dirty)
-	otherClean := globalClean - min(globalClean, clean)
-	d.avail = filepages + min(headroom, otherClean)
+	mdtcCalcAvail(&d, g, filepages, headroom)
 	if seed004 {
 		d.bgThresh, d.thresh = k.opts.Seed004.limits(k, m)
 	} else {
-		d.bgThresh, d.thresh = domainLimits(k.cfg.VMDirty, d.avail)
+		domainDirtyLimits(&d, g, &k.cfg.VMDirty)
 	}
 	c := &k.memcgs[m]
 	if c.domainLimit < d.thresh {
 		c.domainLimit, c.limitStamp = d.thresh, k.now
 	}
-	d.limit = max(d.thresh, c.domainLimit)
+	d.limit = hardDirtyLimit(c.domainLimit, d.thresh)
 	return d, true
 }
 
-// freerun is dirty_freerun_ceiling().
-func freerun(thresh, bg int64) int64 { return (thresh + bg) / 2 }
+// dirtyFreerunCeiling is dirty_freerun_ceiling(): below it, between the
+// background and the dirty threshold, dirtiers run unthrottled.
+func dirtyFreerunCeiling(thresh, bgThresh int64) int64 { return (thresh + bgThresh) / 2 }
+
+// posRatioPolynom is pos_ratio_polynom(), in units of 1 <<
+// RatelimitCalcShift:
+//
+//	f(dirty) = 1.0 + ((setpoint - dirty) / (limit - setpoint))^3
+//
+// clamped to [0, 2.0]: 2.0 at freerun, 1.0 at the setpoint, 0 at the limit,
+// falling faster the further dirty is from the setpoint. The caller
+// handles dirty at or past the limit (wb_position_ratio returns 0 there).
+func posRatioPolynom(setpoint, dirty, limit int64) int64 {
+	x := ((setpoint - dirty) << RatelimitCalcShift) / ((limit - setpoint) | 1)
+	pos := x
+	pos = pos * x >> RatelimitCalcShift
+	pos = pos * x >> RatelimitCalcShift
+	pos += 1 << RatelimitCalcShift
+	return min(max(pos, 0), 2<<RatelimitCalcShift)
+}
 
 // dirtyPollInterval is dirty_poll_interval().
 func dirtyPollInterval(dirty, thresh int64) int64 {
@@ -198,16 +281,16 @@ func (k *Kernel) wbDirtyLimits(w int32, d *dirtyThrottleControl, memcgDomain boo
 }
 
 // wbPositionRatio is wb_position_ratio() (non-strictlimit): the global
-// cubic (policy.PosRatio) times the wb's linear line, with the reserve
+// cubic (posRatioPolynom) times the wb's linear line, with the reserve
 // area that keeps the device busy when the wb has few dirty pages.
 func (k *Kernel) wbPositionRatio(w int32, d *dirtyThrottleControl) {
 	d.posRatio = 0
-	fr := freerun(d.thresh, d.bgThresh)
+	fr := dirtyFreerunCeiling(d.thresh, d.bgThresh)
 	if d.dirty >= d.limit {
 		return
 	}
 	setpoint := (fr + d.limit) / 2
-	pos := policy.PosRatio(setpoint, d.dirty, d.limit)
+	pos := posRatioPolynom(setpoint, d.dirty, d.limit)
 	writeBW := k.wbs[w].bw.avgWriteBandwidth
 	wbThresh := min(d.wbThresh, d.thresh)
 	wbThresh = max(wbThresh, (d.limit-d.dirty)/8)
@@ -237,7 +320,7 @@ func (k *Kernel) wbMaxPause(w int32, wbDirty int64) int64 {
 	bw := k.wbs[w].bw.avgWriteBandwidth
 	t := wbDirty / (1 + bw/roundupPow2(1+hz/8))
 	t++
-	return min(t, max(hz/5, 1))
+	return min(t, k.maxPause())
 }
 
 // wbMinPause is wb_min_pause(): the shortest pause worth sleeping, and the
@@ -290,7 +373,7 @@ func (k *Kernel) balanceDirtyPages(t *Task, w int32) bool {
 	if k.opts.Seed004 != nil {
 		k.opts.Seed004.background(k, t.memcg)
 	}
-	if g.dirty <= freerun(g.thresh, g.bgThresh) && (!hasM || mdtc.dirty <= freerun(mdtc.thresh, mdtc.bgThresh)) {
+	if g.dirty <= dirtyFreerunCeiling(g.thresh, g.bgThresh) && (!hasM || mdtc.dirty <= dirtyFreerunCeiling(mdtc.thresh, mdtc.bgThresh)) {
 		t.dirtyPausedWhen = now
 		t.nrDirtied = 0
 		t.nrDirtiedPause = dirtyPollInterval(g.dirty, g.thresh)
@@ -316,11 +399,11 @@ func (k *Kernel) balanceDirtyPages(t *Task, w int32) bool {
 		}
 	}
 	k.wbs[w].dirtyExceeded = exceeded
-	if now-k.wbs[w].bw.bwTimeStamp >= Time(policy.BandwidthInterval) {
+	if now-k.wbs[w].bw.bwTimeStamp >= k.bandwidthInterval() {
 		k.wbUpdateBandwidth(w, &g, &mdtc, hasM, now)
 	}
 	dirtyRatelimit := k.wbs[w].bw.dirtyRatelimit
-	taskRatelimit := dirtyRatelimit * s.posRatio >> policy.RatelimitCalcShift
+	taskRatelimit := dirtyRatelimit * s.posRatio >> RatelimitCalcShift
 	maxPause := k.wbMaxPause(w, s.wbDirty)
 	minPause, nrPause := k.wbMinPause(w, maxPause, taskRatelimit, dirtyRatelimit)
 	var period, pause int64
@@ -357,7 +440,7 @@ func (k *Kernel) balanceDirtyPages(t *Task, w int32) bool {
 	t.Pauses++
 	k.countEvent(t.memcg, meThrottled, 1)
 	t.bdpAgain = taskRatelimit == 0
-	k.sleep(t, t.clock+d, &t.Paused)
+	k.sleep(t, t.clock+d, StopDirtyPause)
 	return false
 }
 
@@ -389,7 +472,7 @@ func (k *Kernel) wbUpdateBandwidth(w int32, g, m *dirtyThrottleControl, hasM boo
 // updateDomainLimit is update_dirty_limit(): the hard limit jumps up to
 // thresh and trails down towards max(thresh, dirty) by 1/32 per update.
 func (k *Kernel) updateDomainLimit(dom *wbDomain, d *dirtyThrottleControl, now Time) {
-	if now-dom.stamp < Time(policy.BandwidthInterval) && dom.dirtyLimit >= d.thresh {
+	if now-dom.stamp < k.bandwidthInterval() && dom.dirtyLimit >= d.thresh {
 		return
 	}
 	dom.stamp = now
@@ -438,12 +521,12 @@ func (k *Kernel) wbUpdateWriteBandwidth(w int32, elapsed int64) {
 func (k *Kernel) wbUpdateDirtyRatelimit(w int32, d *dirtyThrottleControl, elapsed int64) {
 	wb := &k.wbs[w]
 	b := &wb.bw
-	fr := freerun(d.thresh, d.bgThresh)
+	fr := dirtyFreerunCeiling(d.thresh, d.bgThresh)
 	setpoint := (fr + d.limit) / 2
 	writeBW := b.avgWriteBandwidth
 	dirtyRatelimit := b.dirtyRatelimit
 	dirtyRate := (wb.dirtied - b.dirtiedStamp) * k.hz() / elapsed
-	taskRatelimit := dirtyRatelimit*d.posRatio>>policy.RatelimitCalcShift + 1
+	taskRatelimit := dirtyRatelimit*d.posRatio>>RatelimitCalcShift + 1
 	balanced := taskRatelimit * writeBW / (dirtyRate | 1)
 	balanced = min(balanced, writeBW)
 	var step int64

@@ -57,7 +57,7 @@ func (k *Kernel) balanceDirtyPages2633(t *Task, w int32) bool {
 		if full {
 			// get_request_wait(): a completion frees a request.
 			t.bdpAgain = true
-			k.sleep(t, max(d.ring[d.head].done, t.clock), &t.Paused)
+			k.sleep(t, max(d.ring[d.head].done, t.clock), StopDirtyPause)
 			return false
 		}
 	}
@@ -71,6 +71,6 @@ func (k *Kernel) balanceDirtyPages2633(t *Task, w int32) bool {
 	}
 	t.Pauses++
 	t.bdpAgain = true
-	k.sleep(t, wait, &t.Paused)
+	k.sleep(t, wait, StopDirtyPause)
 	return false
 }

@@ -21,7 +21,7 @@ func TestBalanceDirtyPagesSingleDD(t *testing.T) {
 		g := k.globalDtc()
 		sum += g.dirty
 		n++
-		lo, hi = freerun(g.thresh, g.bgThresh), g.limit
+		lo, hi = dirtyFreerunCeiling(g.thresh, g.bgThresh), g.limit
 	})
 	end := k.Run(600 * Second)
 	if !tk.Done() || n == 0 {

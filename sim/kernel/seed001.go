@@ -1,11 +1,17 @@
 package kernel
 
+import (
+	"math/bits"
+
+	"github.com/memcgd/memcgd/memcg"
+)
+
 // Seed 001: Ying Han, "memcg: per cgroup background reclaim" (2011, not
 // merged). Each limited cgroup gets a kswapd that wakes when the free space
 // under its limit falls below low_wmark and reclaims from the cgroup until
 // free reaches high_wmark; the watermarks come from a per-cgroup
-// min_free_kbytes as the zone's come from the global one (memcg.Knobs.
-// Watermarks: low = min * 5/4, high = min * 3/2). Its reclaim counts as
+// min_free_kbytes as the zone's come from the global one (reclaimWmarks:
+// low = min * 5/4, high = min * 3/2). Its reclaim counts as
 // kswapd_steal/kswapd_pgscan, each wake-up as a pgoutrun.
 
 // Seed001 is the per-memcg background reclaim option.
@@ -20,15 +26,39 @@ type memcgKswapd struct {
 	gen       uint32
 }
 
+// reclaimWmarks is seed 001's memory.reclaim_wmarks for a cgroup limited
+// to limit pages, in pages of free space under the limit: min is its
+// min_free_kbytes (memcg.MinFreeAuto: sized from the limit as
+// init_per_zone_wmark_min() sizes the zone's, DefaultMinFreeKbytes), and
+// low = min + min/4, high = min + 2 * (min/4), as __setup_per_zone_wmarks()
+// steps a zone's, computed in bytes: the seed's 500M cgroup shows
+// "low_wmark 3663360 / high_wmark 4396032", min 2862 KiB. No limit or a
+// min_free_kbytes of 0 means no background reclaim (0, 0). A high mark
+// above half the limit could never be met: it is capped there and low
+// scaled by the same factor.
+func reclaimWmarks(minFreeKbytes, limit int64) (low, high int64) {
+	if limit >= noLimit || minFreeKbytes == 0 {
+		return 0, 0
+	}
+	kb := minFreeKbytes
+	if kb == memcg.MinFreeAuto {
+		kb = DefaultMinFreeKbytes(limit)
+	}
+	mn := uint64(kb) << 10
+	tmp := mn >> 2
+	lowB, highB := mn+tmp, mn+2*tmp
+	if half := uint64(limit) * PageSize / 2; highB > half {
+		hi, lo := bits.Mul64(lowB, half)
+		lowB, _ = bits.Div64(hi, lo, highB) // lowB < highB: no overflow
+		highB = half
+	}
+	return int64(lowB / PageSize), int64(highB / PageSize)
+}
+
 // setWatermarks sizes m's watermarks from its knobs and limit.
 func (o *Seed001) setWatermarks(k *Kernel, m int32) {
 	c := &k.memcgs[m]
-	if c.max >= noLimit {
-		c.kswapd.low, c.kswapd.high = 0, 0
-		return
-	}
-	w := c.Knobs.Watermarks(uint64(c.max) * PageSize)
-	c.kswapd.low, c.kswapd.high = int64(w.Low/PageSize), int64(w.High/PageSize)
+	c.kswapd.low, c.kswapd.high = reclaimWmarks(c.Knobs.MinFreeKbytes, c.max)
 }
 
 // check is called after a charge to m: wake the kswapd of every limited

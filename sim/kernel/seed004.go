@@ -8,45 +8,68 @@ import "github.com/memcgd/memcgd/memcg"
 // writer against its cgroup's limit as well as the global one, and write-
 // out of the cgroup's files starts past its background threshold. The
 // cgroup's dirtyable memory is its file pages plus its free space, "at the
-// minimum free pages of all its parents" (memcg.EffectiveDirtyLimits).
-// The model evaluates it as a memcg dirty domain in balance_dirty_pages,
-// on v1 as on v2, with bytes meaning the cgroup's own bytes.
+// minimum free pages of all its parents" (the v7 changelog). The model
+// evaluates it as a memcg dirty domain in balance_dirty_pages, on v1 as on
+// v2, with bytes meaning the cgroup's own bytes.
 
 // Seed004 is the per-memcg dirty limit option.
 type Seed004 struct{}
 
+// seed004MaxDepth bounds the chain walked (cgroups below the root).
+const seed004MaxDepth = 16
+
+// seed004Level is one cgroup of the chain seed 004 walks, in pages: its
+// file pages, its free space under its limit (the machine's free memory
+// when it has none), and its knobs.
+type seed004Level struct {
+	file, free int64
+	knobs      *memcg.Knobs
+}
+
+// seed004Limits is the pair that governs the last cgroup of chain (the
+// topmost cgroup below the root first): each cgroup's thresholds over its
+// own dirtyable memory, file + the least free space of it and its
+// ancestors, from its own knobs as domain_dirty_limits() reads the vm
+// sysctls; then the smallest of each, since a cgroup's limit is never
+// above an ancestor's, and a background threshold at or above the limit
+// becomes half of it.
+func seed004Limits(chain []seed004Level) (bg, thresh int64) {
+	if len(chain) == 0 {
+		return noLimit, noLimit
+	}
+	bg, thresh = noLimit, noLimit
+	headroom := noLimit
+	for i := range chain {
+		headroom = min(headroom, chain[i].free)
+		d := dirtyThrottleControl{avail: chain[i].file + headroom}
+		domainDirtyLimits(&d, nil, chain[i].knobs)
+		thresh = min(thresh, d.thresh)
+		bg = min(bg, d.bgThresh)
+	}
+	if bg >= thresh {
+		bg = thresh / 2
+	}
+	return bg, thresh
+}
+
 // limits returns m's effective background and dirty thresholds in pages.
 func (o *Seed004) limits(k *Kernel, m int32) (bg, thresh int64) {
-	k.chainStat = k.chainStat[:0]
-	k.chainKnobs = k.chainKnobs[:0]
-	var chain [16]int32
+	var up [seed004MaxDepth]int32
 	n := 0
-	for c := m; c != nilIdx && k.memcgs[c].parent != nilIdx && n < len(chain); c = k.memcgs[c].parent {
-		chain[n] = c
+	for c := m; c != nilIdx && k.memcgs[c].parent != nilIdx && n < len(up); c = k.memcgs[c].parent {
+		up[n] = c
 		n++
 	}
-	for i := n - 1; i >= 0; i-- {
-		c := &k.memcgs[chain[i]]
-		s := memcg.Stat{Usage: uint64(c.usage) * PageSize, Limit: memcg.NoLimit,
-			File: uint64(c.hstat[msInactiveFile]+c.hstat[msActiveFile]) * PageSize}
+	var chain [seed004MaxDepth]seed004Level
+	for i := 0; i < n; i++ {
+		c := &k.memcgs[up[n-1-i]]
+		free := max(k.node.free(), 0) // an unlimited cgroup's headroom is the machine's free memory
 		if c.max < noLimit {
-			s.Limit = uint64(c.max) * PageSize
+			free = c.max - min(c.max, c.usage)
 		}
-		if s.Limit == memcg.NoLimit {
-			// An unlimited cgroup's headroom is the machine's free memory.
-			s.Limit = s.Usage + uint64(max(k.node.free(), 0))*PageSize
-		}
-		k.chainStat = append(k.chainStat, s)
-		k.chainKnobs = append(k.chainKnobs, c.Knobs)
+		chain[i] = seed004Level{file: c.hstat[msInactiveFile] + c.hstat[msActiveFile], free: free, knobs: &c.Knobs}
 	}
-	if n == 0 {
-		return noLimit, noLimit
-	}
-	d := memcg.EffectiveDirtyLimits(k.chainStat, k.chainKnobs)
-	if d.Limit == memcg.NoLimit {
-		return noLimit, noLimit
-	}
-	return int64(d.Background / PageSize), int64(d.Limit / PageSize)
+	return seed004Limits(chain[:n])
 }
 
 // background starts write-out of m's files once its dirty pages pass its

@@ -12,6 +12,34 @@ type Workload interface {
 	Step(k *Kernel, t *Task) (done bool)
 }
 
+// StopCause is what a task is stopped by while it sleeps.
+type StopCause uint8
+
+// The causes of Task.Stopped.
+const (
+	// StopSleep is the workload's own sleep (think time, pacing), not a
+	// stop.
+	StopSleep StopCause = iota
+	// StopDirtyPause is balance_dirty_pages() pausing the dirtier (and
+	// the 2.6.33 throttle's waits).
+	StopDirtyPause
+	// StopFrozen is the cgroup freezer: memcgd's timed pause or held
+	// freeze.
+	StopFrozen
+	// StopCPUThrottled is CFS bandwidth control: the task's cpu group
+	// ran out of runtime (sched_fair_bandwidth.go).
+	StopCPUThrottled
+	// StopReclaim is memory stall sleeps: reclaim throttling, waits on
+	// writeback in reclaim, memory.high penalties, allocation retries.
+	StopReclaim
+	// StopSync is fsync/fdatasync waiting for writeback and the journal.
+	StopSync
+	// StopRead is waiting for a read.
+	StopRead
+	// NrStopCauses is the number of causes.
+	NrStopCauses
+)
+
 // Task is a simulated process.
 type Task struct {
 	id    int32
@@ -22,9 +50,18 @@ type Task struct {
 
 	sleeping bool
 	done     bool
-	// sleepAcct is the counter the current sleep is charged to.
-	sleepAcct  *Time
+	// sleepCause is what the current sleep counts as.
+	sleepCause StopCause
 	sleepStart Time
+	// freezableSleep: the current sleep is nanosleep(), which the
+	// cgroup freezer holds at its end until thawed.
+	freezableSleep bool
+
+	// cpu is the task's cpu group (0: the root task group); cpuWait the
+	// group whose throttle stopped it, nilIdx if none.
+	cpu, cpuWait int32
+	// sync is an fdatasync() in progress (sync.go).
+	sync fsyncState
 
 	// balance_dirty_pages state (struct task_struct).
 	nrDirtied, nrDirtiedPause int64
@@ -54,6 +91,11 @@ type Task struct {
 	Paused Time
 	// IOWait is time waiting for reads.
 	IOWait Time
+	// Stopped is the time the task was stopped, by cause (StopSleep is
+	// its own sleeps). Paused is Stopped[StopDirtyPause] +
+	// Stopped[StopFrozen]; Stall includes Stopped[StopReclaim] besides
+	// reclaim's CPU time; IOWait is Stopped[StopRead].
+	Stopped [NrStopCauses]Time
 	// Pauses counts balance_dirty_pages pauses.
 	Pauses int64
 	// Written and Read count pages.
@@ -83,7 +125,8 @@ const stepBudget = 200 * Microsecond
 
 // NewTask starts a task in cgroup m at time start.
 func (k *Kernel) NewTask(name string, m int32, w Workload, start Time) *Task {
-	t := &Task{id: int32(len(k.tasks)), memcg: m, w: w, Start: start, Name: name, waitIno: nilIdx}
+	t := &Task{id: int32(len(k.tasks)), memcg: m, w: w, Start: start, Name: name, waitIno: nilIdx, cpuWait: nilIdx,
+		sync: fsyncState{ino: nilIdx}}
 	t.nrDirtiedPause = DirtyPollThresh
 	k.tasks = append(k.tasks, t)
 	k.live++
@@ -91,9 +134,22 @@ func (k *Kernel) NewTask(name string, m int32, w Workload, start Time) *Task {
 	return t
 }
 
+// runTask runs one step of t: what a sleep left to finish, then the
+// workload. A task in a cpu group stops first if the group is throttled,
+// and is charged the step's CPU time after it.
 func (k *Kernel) runTask(t *Task) {
 	t.clock = k.now
+	if t.cpu > 0 && k.cfsThrottledWait(t) {
+		return
+	}
 	begin := t.clock
+	k.stepTask(t, begin)
+	if t.cpu > 0 && t.clock > begin {
+		k.accountCFSRuntime(t.cpu, t.clock-begin, t.clock)
+	}
+}
+
+func (k *Kernel) stepTask(t *Task, begin Time) {
 	if t.bdpAgain {
 		t.bdpAgain = false
 		if !k.balanceDirtyPages(t, k.wbFor(k.inodes[t.lastIno].disk, k.inodes[t.lastIno].owner)) {
@@ -101,6 +157,9 @@ func (k *Kernel) runTask(t *Task) {
 		}
 	}
 	if t.overHigh > 0 && !k.handleOverHigh(t) {
+		return
+	}
+	if t.sync.ino != nilIdx && !k.fdatasyncResume(t) {
 		return
 	}
 	done := t.w.Step(k, t)
@@ -116,21 +175,34 @@ func (k *Kernel) runTask(t *Task) {
 	}
 }
 
-// sleep puts t to sleep until at, charging the time to acct.
-func (k *Kernel) sleep(t *Task, at Time, acct *Time) {
+// sleep puts t to sleep until at, the time counted as cause.
+func (k *Kernel) sleep(t *Task, at Time, cause StopCause) {
 	t.sleeping = true
-	t.sleepAcct = acct
+	t.sleepCause = cause
 	t.sleepStart = t.clock
 	t.gen++
 	k.heap.push(at, evTask, t.id, t.gen)
 }
 
 // block puts t to sleep until something wakes it.
-func (k *Kernel) block(t *Task, acct *Time) {
+func (k *Kernel) block(t *Task, cause StopCause) {
 	t.sleeping = true
-	t.sleepAcct = acct
+	t.sleepCause = cause
 	t.sleepStart = t.clock
 	t.gen++
+}
+
+// chargeStop counts d stopped by cause, and in the summary counters.
+func (t *Task) chargeStop(cause StopCause, d Time) {
+	t.Stopped[cause] += d
+	switch cause {
+	case StopDirtyPause, StopFrozen:
+		t.Paused += d
+	case StopReclaim:
+		t.Stall += d
+	case StopRead:
+		t.IOWait += d
+	}
 }
 
 // wake makes a blocked t runnable now.
@@ -149,9 +221,7 @@ func (k *Kernel) taskEvent(t *Task) {
 	}
 	if t.sleeping {
 		t.sleeping = false
-		if t.sleepAcct != nil {
-			*t.sleepAcct += k.now - t.sleepStart
-		}
+		t.chargeStop(t.sleepCause, k.now-t.sleepStart)
 		if t.throttled {
 			t.throttled = false
 			k.node.nrWritebackThrottled--
@@ -159,6 +229,15 @@ func (k *Kernel) taskEvent(t *Task) {
 		if t.waitSeq > 0 {
 			k.inodes[t.waitIno].waiters--
 			t.waitSeq = 0
+		}
+		if t.freezableSleep {
+			// The freezer holds a task whose nanosleep ends while its
+			// cgroup is frozen: it returns to user mode at the thaw.
+			t.freezableSleep = false
+			t.clock = k.now
+			if k.stopFrozen(t) {
+				return
+			}
 		}
 	}
 	k.runTask(t)
@@ -171,7 +250,19 @@ func (k *Kernel) Sleep(t *Task, d Time) {
 	if t.sleeping {
 		return
 	}
-	k.sleep(t, t.clock+d, nil)
+	k.sleep(t, t.clock+d, StopSleep)
+}
+
+// Nanosleep is nanosleep(2) for d: a freezable sleep, so a frozen cgroup
+// (held or timed) keeps t stopped past its end until the thaw, and a
+// throttled cpu group until the refill; the workload runs again only
+// then. A task already put to sleep by a system call stays on that sleep.
+func (k *Kernel) Nanosleep(t *Task, d Time) {
+	if t.sleeping {
+		return
+	}
+	k.sleep(t, t.clock+d, StopSleep)
+	t.freezableSleep = true
 }
 
 // Freeze stops t for d (memcgd's pause: cgroup.freeze or the v1 freezer).
@@ -290,7 +381,7 @@ func (k *Kernel) Read(t *Task, ino int32, pgoff, n int64) int64 {
 		k.submit(in.disk, t.clock, request{pages: min(d.cfg.MaxRequestPages, n-off), ino: ino, task: t.id, read: true})
 		t.readsInFlight++
 	}
-	k.block(t, &t.IOWait)
+	k.block(t, StopRead)
 	return n
 }
 

@@ -257,7 +257,7 @@ func (k *Kernel) sleepReclaim(t *Task, sc *scanControl) {
 	if sc.waitSeq > 0 && k.inodes[sc.waitIno].completed < sc.waitSeq {
 		t.waitIno, t.waitSeq = sc.waitIno, sc.waitSeq
 		k.inodes[sc.waitIno].waiters++
-		k.block(t, &t.Stall)
+		k.block(t, StopReclaim)
 		return
 	}
 	if !sc.throttle {
@@ -266,7 +266,7 @@ func (k *Kernel) sleepReclaim(t *Task, sc *scanControl) {
 	k.throttleWriteback()
 	t.throttled = true
 	k.node.throttledTasks = append(k.node.throttledTasks, t.id)
-	k.block(t, &t.Stall)
+	k.block(t, StopReclaim)
 	k.heap.push(t.clock+reclaimThrottleWriteback, evThrottleTimeout, t.id, t.gen)
 }
 

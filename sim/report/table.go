@@ -166,6 +166,8 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 			row(w+" time paused (s)", func(r *run.Result) string { return secs(workload(r, w).Paused) }),
 			row(w+" MiB/s", func(r *run.Result) string { return fmt.Sprintf("%.1f", workload(r, w).Throughput()/(1<<20)) }),
 		}
+	case scenario.TableNoisyNeighbour:
+		t = noisyNeighbour(sc, rs, header, row)
 	default:
 		t = Table{Title: "Summary", Header: header}
 		for _, wl := range sc.Workloads {
@@ -228,6 +230,58 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 		out = append(out, d)
 	}
 	return out
+}
+
+// noisyNeighbour is E4's table: every workload's throughput and time
+// stopped by cause, the sleepers' wake-up lateness, the WALs' commit
+// latency, the focus cgroup's dirty pages and the cpu groups' throttling.
+func noisyNeighbour(sc *scenario.Scenario, rs []*run.Result, header []string, row func(string, func(*run.Result) string) []string) Table {
+	t := Table{Title: fmt.Sprintf("Noisy neighbour: the writer in %s beside its victims (stopped: dirty pause / frozen / CPU-throttled / reclaim / fdatasync)", sc.Report.Focus), Header: header}
+	ms := func(d kernel.Time) string { return fmt.Sprintf("%.2f", float64(d)/float64(kernel.Millisecond)) }
+	pcts := func(l []float64) func(r *run.Result, name string) string {
+		return func(r *run.Result, name string) string {
+			lat := workload(r, name).Latencies
+			out := make([]string, len(l))
+			for i, p := range l {
+				out[i] = ms(lat.Percentile(p))
+			}
+			return strings.Join(out, " / ")
+		}
+	}
+	for _, wl := range sc.Workloads {
+		name := wl.Name
+		switch wl.Kind {
+		case scenario.KindSleeper:
+			f := pcts([]float64{50, 99, 100})
+			t.Rows = append(t.Rows,
+				row(name+" wake-up lateness p50 / p99 / max (ms)", func(r *run.Result) string { return f(r, name) }),
+				row(name+" wake-ups", func(r *run.Result) string { return fmt.Sprint(len(workload(r, name).Latencies)) }))
+		case scenario.KindWAL:
+			f := pcts([]float64{50, 99, 99.9, 100})
+			t.Rows = append(t.Rows,
+				row(name+" commit latency p50 / p99 / p99.9 / max (ms)", func(r *run.Result) string { return f(r, name) }),
+				row(name+" commits (write + fdatasync)", func(r *run.Result) string { return fmt.Sprint(len(workload(r, name).Latencies)) }))
+		default:
+			t.Rows = append(t.Rows, row(name+" MiB/s", func(r *run.Result) string {
+				return fmt.Sprintf("%.1f", workload(r, name).Throughput()/(1<<20))
+			}))
+		}
+		t.Rows = append(t.Rows, row(name+" stopped (s)", func(r *run.Result) string {
+			st := workload(r, name).Stopped
+			return strings.Join([]string{secs(st[kernel.StopDirtyPause]), secs(st[kernel.StopFrozen]),
+				secs(st[kernel.StopCPUThrottled]), secs(st[kernel.StopReclaim]), secs(st[kernel.StopSync])}, " / ")
+		}))
+	}
+	t.Rows = append(t.Rows,
+		row(sc.Report.Focus+" peak dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.PeakDirty) }),
+		row(sc.Report.Focus+" p99 dirty+writeback (MiB)", func(r *run.Result) string { return mib(r.P99Dirty) }))
+	for i, g := range sc.CPUGroups {
+		t.Rows = append(t.Rows, row(g.Path+" cpu.stat nr_throttled / throttled (s)", func(r *run.Result) string {
+			st := r.CPUGroups[i]
+			return fmt.Sprintf("%d / %s", st.NrThrottled, secs(st.ThrottledTime))
+		}))
+	}
+	return t
 }
 
 func hasDirtyBytes(rs []*run.Result) bool {

@@ -43,6 +43,8 @@ type Result struct {
 	DirtyBytes uint64
 	// Daemon is the memcgd variant's activity, nil otherwise.
 	Daemon *DaemonStats
+	// CPUGroups are the scenario's cpu groups' cpu.stat, in its order.
+	CPUGroups []CPUGroupStat
 	// Events and PageOps measure the model's work; Wall is not part of
 	// any output that must be reproducible.
 	Events, PageOps int64
@@ -58,6 +60,17 @@ type WorkloadResult struct {
 	Paused, IOWait     kernel.Time
 	Pauses             int64
 	Counts             kernel.SeedCounters // of its cgroup (subtree)
+	// Stopped is its tasks' stopped time by cause (kernel.Task.Stopped).
+	Stopped [kernel.NrStopCauses]kernel.Time
+	// Latencies are a sleeper's wake-up lateness or a WAL's commit
+	// latencies.
+	Latencies workload.Latencies
+}
+
+// CPUGroupStat is one cpu group's cpu.stat at the end of a run.
+type CPUGroupStat struct {
+	Path string
+	kernel.CPUStat
 }
 
 // Throughput is the workload's pages per second of its run, in bytes/s.
@@ -105,6 +118,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 		ReadCostPerPage:        kernel.Time(sc.Machine.ReadPage),
 		AnonCostPerPage:        kernel.Time(sc.Machine.AnonPage),
 		ScanCostPerPage:        kernel.Time(sc.Machine.ScanPage),
+		JournalCommitPages:     int64(sc.Machine.JournalCommit / kernel.PageSize),
 	}
 	diskIdx := map[string]int32{}
 	for i, d := range sc.Disks {
@@ -166,10 +180,28 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			limited[ch] = limited[m]
 		}
 	}
+	// CPU groups, with the variant's cpu.max.
+	cpuIDs := map[string]int32{}
+	for _, g := range sc.CPUGroups {
+		id := k.NewCPUGroup(cpuIDs[path.Dir(g.Path)], g.Path) // 0, the root, when the parent is not listed
+		cpuIDs[g.Path] = id
+		mx := g.Max
+		if o, ok := v.CPUMax[g.Path]; ok {
+			mx = o
+		}
+		quota := kernel.RuntimeInf
+		if mx.Quota >= 0 {
+			quota = kernel.Time(mx.Quota) * kernel.Microsecond
+		}
+		if err := k.SetCPUMax(id, quota, kernel.Time(mx.Period)*kernel.Microsecond, 0); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+	}
 	// Workloads.
 	type wtask struct {
 		tasks []*kernel.Task
 		cg    int32
+		lat   func() workload.Latencies
 	}
 	wts := make([]wtask, len(sc.Workloads))
 	for i, wl := range sc.Workloads {
@@ -209,6 +241,19 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			for _, c := range targets {
 				w := &workload.Dirtier{Ino: k.NewInode(di), Pages: pages}
 				wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, c, w, start))
+			}
+		case scenario.KindSleeper:
+			w := &workload.Sleeper{Interval: kernel.Time(wl.Interval), Until: start + kernel.Time(wl.Duration)}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+			wts[i].lat = func() workload.Latencies { return w.Late }
+		case scenario.KindWAL:
+			w := &workload.WAL{Ino: k.NewInode(di), Block: block, Until: start + kernel.Time(wl.Duration)}
+			wts[i].tasks = append(wts[i].tasks, k.NewTask(wl.Name, m, w, start))
+			wts[i].lat = func() workload.Latencies { return w.Commits }
+		}
+		if wl.CPUGroup != "" {
+			for _, t := range wts[i].tasks {
+				k.MoveTask(t, cpuIDs[wl.CPUGroup])
 			}
 		}
 	}
@@ -250,13 +295,22 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			wr.Paused += t.Paused
 			wr.IOWait += t.IOWait
 			wr.Pauses += t.Pauses
+			for c := range wr.Stopped {
+				wr.Stopped[c] += t.Stopped[c]
+			}
 			f := t.End
 			if !t.Done() {
 				f = res.End
 			}
 			wr.Finish = max(wr.Finish, f)
 		}
+		if wts[i].lat != nil {
+			wr.Latencies = wts[i].lat()
+		}
 		res.Workloads = append(res.Workloads, wr)
+	}
+	for _, g := range sc.CPUGroups {
+		res.CPUGroups = append(res.CPUGroups, CPUGroupStat{Path: g.Path, CPUStat: k.CPUStat(cpuIDs[g.Path])})
 	}
 	res.FocusCounts = k.Counters(focus)
 	res.FocusStat = k.MemoryStat(focus)

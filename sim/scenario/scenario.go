@@ -7,11 +7,9 @@
 package scenario
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -21,6 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/memcgd/memcgd/internal/strictyaml"
+	"github.com/memcgd/memcgd/internal/suggest"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -40,9 +40,12 @@ type Scenario struct {
 	Machine           Machine
 	Disks             []Disk
 	Cgroups           []Cgroup
-	Workloads         []Workload
-	Variants          []Variant
-	Report            Report
+	// CPUGroups are cpu groups (CFS bandwidth control) that workloads'
+	// tasks are placed in.
+	CPUGroups []CPUGroup
+	Workloads []Workload
+	Variants  []Variant
+	Report    Report
 }
 
 // Machine is the simulated host.
@@ -55,6 +58,9 @@ type Machine struct {
 	DirtyBytes, DirtyBackgroundBytes        uint64
 	DirtyExpire, DirtyWritebackInterval     time.Duration
 	WritePage, ReadPage, AnonPage, ScanPage time.Duration
+	// JournalCommit is the journal write of an fdatasync, in bytes (0:
+	// none).
+	JournalCommit uint64
 }
 
 // Disk is a block device.
@@ -74,6 +80,18 @@ type Cgroup struct {
 	Knobs       map[string]string
 }
 
+// CPUGroup is a cpu group: cpu.max on v2 (a threaded cgroup), cpu.cfs_*
+// on v1. Its parent is the cpu group at its path's parent, if listed, else
+// the root.
+type CPUGroup struct {
+	Path string
+	// Max is cpu.max: Quota (-1: "max") and Period, in microseconds.
+	Max CPUMax
+}
+
+// CPUMax is a cpu.max value in microseconds; Quota -1 is "max".
+type CPUMax struct{ Quota, Period int64 }
+
 // Workload kinds.
 const (
 	KindWriter  = "writer"
@@ -81,6 +99,12 @@ const (
 	KindAnon    = "anon"
 	KindBuild   = "build"
 	KindDirtier = "dirtier"
+	// KindSleeper sleeps Interval in a loop for Duration and measures how
+	// late it wakes.
+	KindSleeper = "sleeper"
+	// KindWAL appends Block and fdatasyncs it in a loop for Duration (a
+	// database's write-ahead log) and measures each commit.
+	KindWAL = "wal"
 )
 
 // Workload is one program run in a cgroup (in each of its Count children
@@ -91,6 +115,11 @@ type Workload struct {
 	Accesses                 int
 	Start, Hold, Compile     time.Duration
 	Jobs                     int
+	// Interval is a sleeper's sleep; Duration how long a sleeper or a
+	// WAL runs.
+	Interval, Duration time.Duration
+	// CPUGroup is the cpu group its tasks run in ("": the root).
+	CPUGroup string
 }
 
 // Kernel variant names.
@@ -112,6 +141,42 @@ type Variant struct {
 	Memcgd *Memcgd
 	// Knobs override the cgroups' knobs for this variant.
 	Knobs map[string]string
+	// CPUMax overrides cpu groups' cpu.max for this variant, by path.
+	CPUMax map[string]CPUMax
+}
+
+// SelectVariants keeps only the variants named, in the order given. A name
+// the scenario lacks is a *VariantError.
+func (s *Scenario) SelectVariants(names []string) error {
+	var keep []Variant
+	for _, want := range names {
+		found := false
+		for _, v := range s.Variants {
+			if v.Name == want {
+				keep, found = append(keep, v), true
+			}
+		}
+		if !found {
+			have := make([]string, len(s.Variants))
+			for i, v := range s.Variants {
+				have[i] = v.Name
+			}
+			return &VariantError{Scenario: s.Name, Name: want, Have: have}
+		}
+	}
+	s.Variants = keep
+	return nil
+}
+
+// VariantError is a variant name that a scenario does not have.
+type VariantError struct {
+	Scenario, Name string
+	// Have are the scenario's variants.
+	Have []string
+}
+
+func (e *VariantError) Error() string {
+	return fmt.Sprintf("no variant %q in scenario %s: allowed %s%s", e.Name, e.Scenario, strings.Join(e.Have, ", "), suggest.DidYouMean(e.Name, e.Have))
 }
 
 // Memcgd is the shipped daemon's scheduler (package sched) on the
@@ -128,10 +193,15 @@ type Memcgd struct {
 	Tracker bool
 }
 
+// TableNoisyNeighbour is the noisy-neighbour table (E4): each workload's
+// throughput and stopped time by cause, sleepers' wake-up lateness and
+// WALs' commit latency.
+const TableNoisyNeighbour = "noisy-neighbour"
+
 // Report says what to show.
 type Report struct {
-	// Table is the seed table to print: seed-000, seed-001, seed-004 or
-	// summary.
+	// Table is the seed table to print: seed-000, seed-001, seed-004,
+	// summary or noisy-neighbour.
 	Table string
 	// Focus is the cgroup the time series follows; Workload the task whose
 	// throughput and stalls are reported.
@@ -159,9 +229,17 @@ func Names() []string {
 func Embedded(name string) ([]byte, error) {
 	b, err := embedded.ReadFile("seeds/" + name + ".yaml")
 	if err != nil {
-		return nil, fmt.Errorf("no embedded scenario %q: allowed %s", name, strings.Join(Names(), ", "))
+		return nil, &NameError{Name: name}
 	}
 	return b, nil
+}
+
+// NameError is a scenario name that is not embedded.
+type NameError struct{ Name string }
+
+func (e *NameError) Error() string {
+	names := Names()
+	return fmt.Sprintf("no embedded scenario %q: allowed %s%s", e.Name, strings.Join(names, ", "), suggest.DidYouMean(e.Name, names))
 }
 
 // scalar is a YAML scalar kept as written, with its line, so that
@@ -171,6 +249,9 @@ type scalar struct {
 	Line  int
 	Set   bool
 }
+
+// YAMLKind tells strictyaml that a scalar takes a single value.
+func (scalar) YAMLKind() yaml.Kind { return yaml.ScalarNode }
 
 // UnmarshalYAML keeps the scalar's text and line.
 func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
@@ -201,6 +282,7 @@ type fileT struct {
 	Machine     machineT    `yaml:"machine"`
 	Disks       []diskT     `yaml:"disks"`
 	Cgroups     []cgroupT   `yaml:"cgroups"`
+	CPUGroups   []cpuGroupT `yaml:"cpu_groups"`
 	Workloads   []workloadT `yaml:"workloads"`
 	Variants    []variantT  `yaml:"variants"`
 	Report      reportT     `yaml:"report"`
@@ -219,6 +301,7 @@ type machineT struct {
 	DirtyBackgroundBytes   scalar `yaml:"dirty_background_bytes"`
 	DirtyExpire            scalar `yaml:"dirty_expire"`
 	DirtyWritebackInterval scalar `yaml:"dirty_writeback_interval"`
+	JournalCommit          scalar `yaml:"journal_commit"`
 	CPU                    struct {
 		WritePage scalar `yaml:"write_page"`
 		ReadPage  scalar `yaml:"read_page"`
@@ -244,6 +327,11 @@ type cgroupT struct {
 	Knobs map[string]scalar `yaml:"knobs"`
 }
 
+type cpuGroupT struct {
+	Path scalar `yaml:"path"`
+	Max  scalar `yaml:"max"`
+}
+
 type workloadT struct {
 	Name     scalar `yaml:"name"`
 	Kind     scalar `yaml:"kind"`
@@ -257,6 +345,9 @@ type workloadT struct {
 	Hold     scalar `yaml:"hold"`
 	Compile  scalar `yaml:"compile"`
 	Jobs     scalar `yaml:"jobs"`
+	Interval scalar `yaml:"interval"`
+	Duration scalar `yaml:"duration"`
+	CPUGroup scalar `yaml:"cpu_group"`
 }
 
 type variantT struct {
@@ -264,6 +355,7 @@ type variantT struct {
 	Kernel []scalar          `yaml:"kernel"`
 	Memcgd *memcgdT          `yaml:"memcgd"`
 	Knobs  map[string]scalar `yaml:"knobs"`
+	CPUMax map[string]scalar `yaml:"cpu_max"`
 }
 
 type memcgdT struct {
@@ -281,6 +373,7 @@ type reportT struct {
 
 // Error is a validation error at a line of the scenario.
 type Error struct {
+	// Line is the line of the value, 0 when it is missing from the file.
 	Line         int
 	Field, Value string
 	Allowed      string
@@ -288,55 +381,88 @@ type Error struct {
 
 // Error names the line, the field, the value and what is allowed.
 func (e *Error) Error() string {
-	if e.Value == "" && e.Line > 0 {
-		return fmt.Sprintf("scenario line %d: %s: missing: allowed %s", e.Line, e.Field, e.Allowed)
-	}
 	if e.Line == 0 {
-		return fmt.Sprintf("scenario: %s: missing: allowed %s", e.Field, e.Allowed)
+		return "scenario: " + e.reason()
 	}
-	return fmt.Sprintf("scenario line %d: %s: invalid value %q: allowed %s", e.Line, e.Field, e.Value, e.Allowed)
+	return fmt.Sprintf("scenario line %d: %s", e.Line, e.reason())
+}
+
+// reason is the error without its place.
+func (e *Error) reason() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: missing: allowed %s", e.Field, e.Allowed)
+	}
+	return fmt.Sprintf("%s: invalid value %q: allowed %s", e.Field, e.Value, e.Allowed)
 }
 
 // Parse reads and validates a scenario, with sets (field path=value, see
-// Set) applied first.
+// Assignment) applied first. An error that a set caused is a *SetError
+// naming it.
 func Parse(b []byte, sets ...Assignment) (*Scenario, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
+	root, err := strictyaml.Parse(b)
+	if err != nil {
+		return nil, strictyaml.In("scenario", err)
 	}
 	if root.Kind == 0 {
 		return nil, fmt.Errorf("scenario is empty: want at least \"version: %d\"", Version)
 	}
-	for _, s := range sets {
-		if err := setPath(&root, s.Path, s.Value); err != nil {
+	for i, s := range sets {
+		if err := setPath(root, s, setLine(i)); err != nil {
 			return nil, err
 		}
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	if err := enc.Encode(&root); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
-	}
-	if len(sets) == 0 {
-		buf.Reset()
-		buf.Write(b) // keep the author's line numbers
-	}
 	var f fileT
-	dec := yaml.NewDecoder(&buf)
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("scenario is empty: want at least \"version: %d\"", Version)
-		}
-		return nil, fmt.Errorf("scenario: %w", err)
+	if err := strictyaml.Decode(root, &f); err != nil {
+		return nil, located(err, sets)
 	}
 	p := &parser{}
 	s := p.scenario(&f)
 	if p.err != nil {
-		return nil, p.err
+		return nil, located(p.err, sets)
 	}
 	return s, nil
 }
+
+// located is err with its place: the line of the file, or the --set
+// argument that wrote the node (setLine).
+func located(err error, sets []Assignment) error {
+	line := 0
+	var ke *strictyaml.KeyError
+	var ve *Error
+	var le *lineError
+	switch {
+	case errors.As(err, &ke):
+		line = ke.Line
+	case errors.As(err, &ve):
+		line = ve.Line
+	case errors.As(err, &le):
+		line = le.line
+	}
+	if line < 0 && -line <= len(sets) {
+		return &SetError{Arg: sets[-line-1].String(), Err: err}
+	}
+	if ve != nil {
+		return err // it says "scenario line N" itself
+	}
+	return strictyaml.In("scenario", err)
+}
+
+// lineError is an error at a line of the scenario that is not an Error
+// of field, value and allowed (an unknown knob).
+type lineError struct {
+	line  int
+	field string
+	err   error
+}
+
+func (e *lineError) Error() string {
+	if e.line <= 0 {
+		return fmt.Sprintf("%s: %v", e.field, e.err)
+	}
+	return fmt.Sprintf("line %d: %s: %v", e.line, e.field, e.err)
+}
+
+func (e *lineError) Unwrap() error { return e.err }
 
 // parser collects the first validation error.
 type parser struct{ err error }
@@ -407,6 +533,36 @@ func (p *parser) oneOf(field string, s scalar, def string, allowed ...string) st
 	return def
 }
 
+// cpuMax reads cpu.max: "$QUOTA $PERIOD" in microseconds, the quota "max"
+// for none, the period 100000 when left out; as tg_set_cfs_bandwidth()
+// accepts them, a period of 1000 to 1000000 and a quota of at least 1000.
+func (p *parser) cpuMax(field string, s scalar) CPUMax {
+	bad := func() CPUMax {
+		p.fail(field, s, `cpu.max: "max" or a quota of at least 1000 us, then optionally a period of 1000 to 1000000 us, such as "25000 100000"`)
+		return CPUMax{Quota: -1, Period: 100000}
+	}
+	f := strings.Fields(s.Value)
+	if len(f) == 0 || len(f) > 2 {
+		return bad()
+	}
+	m := CPUMax{Quota: -1, Period: 100000}
+	if f[0] != "max" {
+		q, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || q < 1000 {
+			return bad()
+		}
+		m.Quota = q
+	}
+	if len(f) == 2 {
+		per, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || per < 1000 || per > 1000000 {
+			return bad()
+		}
+		m.Period = per
+	}
+	return m
+}
+
 func (p *parser) knobs(field string, m map[string]scalar) map[string]string {
 	out := map[string]string{}
 	names := make([]string, 0, len(m))
@@ -420,10 +576,14 @@ func (p *parser) knobs(field string, m map[string]scalar) map[string]string {
 	k := memcg.DefaultKnobs()
 	if err := k.Apply(out); err != nil && p.err == nil {
 		var ke *memcg.KnobError
-		if errors.As(err, &ke) {
+		var ue *memcg.UnknownKnobError
+		switch {
+		case errors.As(err, &ke):
 			s := m[ke.Knob]
 			p.err = &Error{Line: s.Line, Field: field + "." + ke.Knob, Value: ke.Value, Allowed: ke.Allowed}
-		} else {
+		case errors.As(err, &ue):
+			p.err = &lineError{line: m[ue.Knob].Line, field: field, err: err}
+		default:
 			p.err = fmt.Errorf("scenario: %s: %w", field, err)
 		}
 	}
@@ -456,6 +616,7 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		DirtyBackgroundBytes:   p.size("machine.dirty_background_bytes", m.DirtyBackgroundBytes, 0),
 		DirtyExpire:            p.duration("machine.dirty_expire", m.DirtyExpire, 30*time.Second),
 		DirtyWritebackInterval: p.duration("machine.dirty_writeback_interval", m.DirtyWritebackInterval, 5*time.Second),
+		JournalCommit:          p.size("machine.journal_commit", m.JournalCommit, 0),
 		WritePage:              p.duration("machine.cpu.write_page", m.CPU.WritePage, 250*time.Nanosecond),
 		ReadPage:               p.duration("machine.cpu.read_page", m.CPU.ReadPage, 250*time.Nanosecond),
 		AnonPage:               p.duration("machine.cpu.anon_page", m.CPU.AnonPage, 250*time.Nanosecond),
@@ -522,6 +683,24 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		}
 		s.Cgroups = append(s.Cgroups, cg)
 	}
+	if s.Machine.JournalCommit%4096 != 0 && p.err == nil {
+		p.fail("machine.journal_commit", m.JournalCommit, "a multiple of the 4K page, such as 16K")
+	}
+	cpuPaths := map[string]bool{}
+	for i, g := range f.CPUGroups {
+		w := fmt.Sprintf("cpu_groups[%d]", i)
+		pth := g.Path.Value
+		if !g.Path.Set || !strings.HasPrefix(pth, "/") || path.Clean(pth) != pth || pth == "/" || cpuPaths[pth] {
+			p.fail(w+".path", g.Path, "a clean path below / such as /batch/writer, not listed before")
+			continue
+		}
+		cpuPaths[pth] = true
+		c := CPUGroup{Path: pth, Max: CPUMax{Quota: -1, Period: 100000}}
+		if g.Max.Set {
+			c.Max = p.cpuMax(w+".max", g.Max)
+		}
+		s.CPUGroups = append(s.CPUGroups, c)
+	}
 	names := map[string]bool{}
 	for i, wl := range f.Workloads {
 		w := fmt.Sprintf("workloads[%d]", i)
@@ -530,9 +709,9 @@ func (p *parser) scenario(f *fileT) *Scenario {
 			p.fail(w+".name", wl.Name, "a name not used by another workload")
 		}
 		names[x.Name] = true
-		x.Kind = p.oneOf(w+".kind", wl.Kind, "", KindWriter, KindReader, KindAnon, KindBuild, KindDirtier)
+		x.Kind = p.oneOf(w+".kind", wl.Kind, "", KindWriter, KindReader, KindAnon, KindBuild, KindDirtier, KindSleeper, KindWAL)
 		if !wl.Kind.Set {
-			p.fail(w+".kind", scalar{Line: wl.Name.Line}, "one of writer, reader, anon, build, dirtier")
+			p.fail(w+".kind", scalar{Line: wl.Name.Line}, "one of writer, reader, anon, build, dirtier, sleeper, wal")
 		}
 		x.Cgroup = wl.Cgroup.Value
 		if !wl.Cgroup.Set {
@@ -556,6 +735,18 @@ func (p *parser) scenario(f *fileT) *Scenario {
 		x.Hold = p.duration(w+".hold", wl.Hold, 0)
 		x.Compile = p.duration(w+".compile", wl.Compile, 20*time.Millisecond)
 		x.Jobs = int(p.integer(w+".jobs", wl.Jobs, 100, 1, 1_000_000))
+		x.Interval = p.duration(w+".interval", wl.Interval, time.Millisecond)
+		x.Duration = p.duration(w+".duration", wl.Duration, 0)
+		x.CPUGroup = wl.CPUGroup.Value
+		if wl.CPUGroup.Set && !cpuPaths[x.CPUGroup] && p.err == nil {
+			p.fail(w+".cpu_group", wl.CPUGroup, "a path listed under cpu_groups")
+		}
+		if (x.Kind == KindSleeper || x.Kind == KindWAL) && x.Duration <= 0 && p.err == nil {
+			p.fail(w+".duration", scalar{Value: wl.Duration.Value, Line: max(wl.Duration.Line, wl.Kind.Line)}, "a positive duration such as 20s")
+		}
+		if x.Kind == KindSleeper && x.Interval <= 0 && p.err == nil {
+			p.fail(w+".interval", wl.Interval, "a positive duration such as 1ms")
+		}
 		if (x.Kind == KindWriter || x.Kind == KindReader || x.Kind == KindAnon || x.Kind == KindDirtier) && x.Size == 0 && p.err == nil {
 			p.fail(w+".size", scalar{Value: wl.Size.Value, Line: max(wl.Size.Line, wl.Kind.Line)}, "a positive size such as 20G")
 		}
@@ -592,10 +783,24 @@ func (p *parser) scenario(f *fileT) *Scenario {
 			}
 		}
 		x.Knobs = p.knobs(w+".knobs", v.Knobs)
+		if len(v.CPUMax) > 0 {
+			x.CPUMax = map[string]CPUMax{}
+			keys := make([]string, 0, len(v.CPUMax))
+			for k := range v.CPUMax {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if !cpuPaths[k] && p.err == nil {
+					p.fail(w+".cpu_max", scalar{Value: k, Line: v.CPUMax[k].Line, Set: true}, "cpu.max values keyed by a path listed under cpu_groups")
+				}
+				x.CPUMax[k] = p.cpuMax(w+".cpu_max."+k, v.CPUMax[k])
+			}
+		}
 		s.Variants = append(s.Variants, x)
 	}
 	s.Report = Report{
-		Table:    p.oneOf("report.table", f.Report.Table, "summary", "summary", KernelSeed000, KernelSeed001, KernelSeed004),
+		Table:    p.oneOf("report.table", f.Report.Table, "summary", "summary", KernelSeed000, KernelSeed001, KernelSeed004, TableNoisyNeighbour),
 		Focus:    f.Report.Focus.Value,
 		Workload: f.Report.Workload.Value,
 		Warmup:   p.duration("report.warmup", f.Report.Warmup, 0),

@@ -1,12 +1,15 @@
 // Package workload holds the programs the simulated tasks run: a
 // sequential writer (dd, fio), a cold reader, an anonymous allocator, a
-// build-like mixed load, and a dirtier that leaves pages dirty and goes
-// idle. Each implements kernel.Workload: Step makes one system call and
-// keeps the program's own progress.
+// build-like mixed load, a dirtier that leaves pages dirty and goes idle,
+// a sleeper that measures how late it wakes, and a write-ahead log that
+// appends and fdatasyncs. Each implements kernel.Workload: Step makes one
+// system call and keeps the program's own progress.
 package workload
 
 import (
+	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/memcgd/memcgd/sim/kernel"
 )
@@ -17,6 +20,8 @@ var (
 	_ kernel.Workload = (*Anon)(nil)
 	_ kernel.Workload = (*Dirtier)(nil)
 	_ kernel.Workload = (*Build)(nil)
+	_ kernel.Workload = (*Sleeper)(nil)
+	_ kernel.Workload = (*WAL)(nil)
 )
 
 // Writer writes Pages pages sequentially into a new file in blocks of
@@ -186,6 +191,102 @@ func (b *Build) Step(k *kernel.Kernel, t *kernel.Task) bool {
 				continue
 			}
 			return false
+		}
+	}
+}
+
+// Latencies are a program's measured latencies, in the order taken.
+type Latencies []kernel.Time
+
+// Percentile is the p-th percentile by the nearest-rank method: the
+// smallest sample not below p percent of the samples (p 100 is the
+// maximum); 0 without samples.
+func (l Latencies) Percentile(p float64) kernel.Time {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	// The epsilon keeps a product that should be whole (0.999 × 1000)
+	// from rounding up past it in floating point.
+	rank := max(int(math.Ceil(p/100*float64(len(s))-1e-9))-1, 0)
+	return s[min(rank, len(s)-1)]
+}
+
+// Sleeper sleeps Interval in a loop (nanosleep) until Until, and records
+// how late each wake-up came: the time from the sleep's end to the program
+// running again (a frozen cgroup or a throttled cpu group holds it).
+type Sleeper struct {
+	Interval, Until kernel.Time
+	// Late is each wake-up's lateness.
+	Late Latencies
+	next kernel.Time
+}
+
+// Step implements kernel.Workload.
+func (s *Sleeper) Step(k *kernel.Kernel, t *kernel.Task) bool {
+	if s.next > 0 {
+		s.Late = append(s.Late, t.Now()-s.next)
+	}
+	if t.Now() >= s.Until {
+		return true
+	}
+	s.next = t.Now() + s.Interval
+	k.Nanosleep(t, s.Interval)
+	return false
+}
+
+// WAL is a database's write-ahead log: it appends Block pages to its file
+// and fdatasyncs it, in a loop until Until, and records each commit's
+// latency, from the write's start to fdatasync's return (the system calls
+// run in consecutive steps, a nanosecond apart when neither sleeps).
+type WAL struct {
+	Ino         int32
+	Block       int64
+	Until       kernel.Time
+	Commits     Latencies
+	off, done   int64
+	phase       int
+	commitStart kernel.Time
+}
+
+// WAL phases.
+const (
+	walStart = iota
+	walWrite
+	walSync
+	walSynced
+)
+
+// Step implements kernel.Workload.
+func (w *WAL) Step(k *kernel.Kernel, t *kernel.Task) bool {
+	for {
+		switch w.phase {
+		case walStart:
+			if t.Now() >= w.Until {
+				return true
+			}
+			w.commitStart = t.Now()
+			w.phase = walWrite
+		case walWrite:
+			w.done += k.Write(t, w.Ino, w.off+w.done, w.Block-w.done, w.Block, 1)
+			if w.done == w.Block {
+				w.off += w.Block
+				w.done = 0
+				w.phase = walSync
+			}
+			return false // one system call a step: the write may have slept
+		case walSync:
+			if !k.Fdatasync(t, w.Ino) {
+				return false
+			}
+			// The kernel runs the task again once the call has
+			// returned.
+			w.phase = walSynced
+			return false
+		case walSynced:
+			w.Commits = append(w.Commits, t.Now()-w.commitStart)
+			w.phase = walStart
 		}
 	}
 }

@@ -849,18 +849,16 @@ func (d *daemon) statReports(cg host.Cgroup) ([]map[string]uint64, error) {
 		return nil, err
 	}
 	var reports []struct {
-		Stats map[string]*uint64 `json:"stats"`
+		Stats map[string]any `json:"stats"`
 	}
-	if err := json.Unmarshal(out, &reports); err != nil {
+	if err := decodeNumbers(out, &reports); err != nil {
 		return nil, fmt.Errorf("memcgd stat: %w in %q", err, out)
 	}
 	var ms []map[string]uint64
 	for _, r := range reports {
-		m := map[string]uint64{}
-		for k, v := range r.Stats {
-			if v != nil {
-				m[k] = *v
-			}
+		m, err := statValues(r.Stats)
+		if err != nil {
+			return nil, err
 		}
 		ms = append(ms, m)
 	}

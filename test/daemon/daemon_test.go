@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,6 +88,20 @@ func (d *daemon) setConfig(cfg string) {
 	}
 }
 
+// replaceConfig replaces the config file at once, as kubelet's symlink
+// swap and an editor's rename do: written beside it, then renamed over it,
+// so that no read finds it half written.
+func (d *daemon) replaceConfig(cfg string) {
+	d.t.Helper()
+	tmp := d.config + ".new"
+	if err := os.WriteFile(tmp, []byte(cfg), 0o600); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, d.config); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // freePort returns a loopback address with a port nothing listens on.
 func freePort(t testing.TB) string {
 	t.Helper()
@@ -119,7 +134,7 @@ func (d *daemon) launch() {
 		d.t.Fatal(err)
 	}
 	defer logf.Close()
-	args := append([]string{"--config", d.config, "run",
+	args := append([]string{"run", "--config", d.config,
 		"--journal", d.journal, "--overrides", d.overrides,
 		"--socket", d.socket, "--listen", d.listen}, d.flags...)
 	if len(d.join) > 0 {
@@ -302,19 +317,46 @@ func (d *daemon) tryStat(cg host.Cgroup) (map[string]uint64, error) {
 		return nil, fmt.Errorf("memcgd stat %s: %v: %s", cg, err, errOut)
 	}
 	var reports []struct {
-		Cgroup host.Cgroup        `json:"cgroup"`
-		Stats  map[string]*uint64 `json:"stats"`
+		Cgroup host.Cgroup    `json:"cgroup"`
+		Stats  map[string]any `json:"stats"`
 	}
-	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+	if err := decodeNumbers([]byte(out), &reports); err != nil {
 		return nil, fmt.Errorf("memcgd stat %s: %v in %q", cg, err, out)
 	}
 	if len(reports) != 1 || reports[0].Cgroup != cg {
 		return nil, fmt.Errorf("memcgd stat %s: got %q, want that cgroup's report only", cg, out)
 	}
-	m := make(map[string]uint64, len(reports[0].Stats))
-	for k, v := range reports[0].Stats {
-		if v != nil {
-			m[k] = *v
+	return statValues(reports[0].Stats)
+}
+
+// decodeNumbers is json.Unmarshal with numbers kept as json.Number.
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// statValues is a report's stats by name, a flag 1 or 0 as the tests
+// compare them; a field the kernel lacks (null) is absent, and so is a
+// size with no limit (null too).
+func statValues(stats map[string]any) (map[string]uint64, error) {
+	m := make(map[string]uint64, len(stats))
+	for k, v := range stats {
+		switch v := v.(type) {
+		case nil:
+		case bool:
+			m[k] = 0
+			if v {
+				m[k] = 1
+			}
+		case json.Number:
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("stat %s: %q is not a count", k, v)
+			}
+			m[k] = n
+		default:
+			return nil, fmt.Errorf("stat %s: %v is neither a number nor a boolean", k, v)
 		}
 	}
 	return m, nil
@@ -323,8 +365,9 @@ func (d *daemon) tryStat(cg host.Cgroup) (map[string]uint64, error) {
 // settings is `memcgd get --json`: the knobs in force, those set by
 // `memcgd set`, and the thresholds and watermarks in bytes.
 type settings struct {
-	Knobs     map[string]string `json:"knobs"`
-	Overrides map[string]string `json:"overrides"`
+	// Knobs and Overrides are typed: numbers, "auto", booleans.
+	Knobs     map[string]any    `json:"knobs"`
+	Overrides map[string]any    `json:"overrides"`
 	Bytes     map[string]uint64 `json:"bytes"`
 }
 
@@ -336,7 +379,7 @@ func (d *daemon) get(cg host.Cgroup) settings {
 		d.t.Fatalf("memcgd get %s: %v: %s", cg, err, errOut)
 	}
 	var s settings
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
+	if err := decodeNumbers([]byte(out), &s); err != nil {
 		d.t.Fatalf("memcgd get %s: %v in %q", cg, err, out)
 	}
 	return s

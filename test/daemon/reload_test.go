@@ -13,11 +13,32 @@ import (
 	"github.com/memcgd/memcgd/control"
 )
 
-// SIGHUP reloads the config file. A file that does not load is refused
-// with a log line naming the field and the value, and the daemon keeps
-// running with the config it had: its stat still shows the old
-// thresholds. A good file takes effect: the new thresholds show.
+// SIGHUP reloads the config file, and so does a change of its content
+// (an atomic replacement, as kubelet and editors make). A file that does
+// not load is refused with a log line naming the field and the value, and
+// the daemon keeps running with the config it had: its stat still shows
+// the old thresholds. A good file takes effect: the new thresholds show.
 func TestDaemonReloadKeepsConfigOnError(t *testing.T) {
+	for _, trigger := range []struct {
+		name  string
+		flags []string
+		// reload puts cfg in the file and has the daemon reload it.
+		reload func(d *daemon, cfg string)
+		logs   string // the trigger's word in the reload's log line
+	}{
+		// With no reread of the file, SIGHUP alone reloads.
+		{"SIGHUP", []string{"--config-check-interval", "0"},
+			func(d *daemon, cfg string) { d.setConfig(cfg); d.signal(syscall.SIGHUP) }, "trigger=SIGHUP"},
+		{"file changed", []string{"--config-check-interval", "100ms"},
+			func(d *daemon, cfg string) { d.replaceConfig(cfg) }, `trigger="config file changed"`},
+	} {
+		t.Run(trigger.name, func(t *testing.T) {
+			testReload(t, trigger.flags, trigger.reload, trigger.logs)
+		})
+	}
+}
+
+func testReload(t *testing.T, flags []string, reload func(d *daemon, cfg string), logs string) {
 	l := cgrouptest.Layout(t)
 	within := 5 * time.Second * slow()
 	parent := cgrouptest.New(t, l, 0)
@@ -38,28 +59,27 @@ func TestDaemonReloadKeepsConfigOnError(t *testing.T) {
 		{name: "bad value", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, writeback_first: maybe",
 			refused: []string{"line 3", "defaults.writeback_first", "maybe", "allowed true or false"}},
 		{name: "unknown key", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, dirty_expire_centisecs: 3000",
-			refused: []string{"line 3", "defaults.dirty_expire_centisecs", "allowed a knob named"}},
+			refused: []string{"line 3", `defaults: unknown knob \"dirty_expire_centisecs\"`, "allowed dirty_ratio, dirty_bytes"}},
 		{name: "out of range", defaults: "dirty_background_ratio: 150, dirty_bytes: 16M",
 			refused: []string{"line 3", "defaults.dirty_background_ratio", "150", "from 0 to 100"}},
 		{name: "good", defaults: "dirty_background_bytes: 4M, dirty_bytes: 16M, min_free_kbytes: 0",
 			ok: true, background: 4 * mib},
 	}
-	d := newDaemon(t, managedConfig(parent.Path, tests[0].defaults))
+	d := newDaemon(t, managedConfig(parent.Path, tests[0].defaults), flags...)
 	d.start()
 	want := uint64(0)
 	for i, tt := range tests {
 		if i > 0 {
 			from := len(d.logText())
-			d.setConfig(managedConfig(parent.Path, tt.defaults))
-			d.signal(syscall.SIGHUP)
+			reload(d, managedConfig(parent.Path, tt.defaults))
 			if tt.ok {
-				if _, ok := d.waitLog(from, within, "config reloaded"); !ok {
-					t.Fatalf("%s: no \"config reloaded\" in the log %v after SIGHUP", tt.name, within)
+				if _, ok := d.waitLog(from, within, "config reloaded", logs); !ok {
+					t.Fatalf("%s: no \"config reloaded\" with %s in the log %v after the change", tt.name, logs, within)
 				}
 			} else {
-				line, ok := d.waitLog(from, within, "config reload refused")
+				line, ok := d.waitLog(from, within, "config reload refused", logs)
 				if !ok {
-					t.Fatalf("%s: no \"config reload refused\" in the log %v after SIGHUP", tt.name, within)
+					t.Fatalf("%s: no \"config reload refused\" with %s in the log %v after the change", tt.name, logs, within)
 				}
 				for _, w := range tt.refused {
 					if !strings.Contains(line, w) {
@@ -96,7 +116,8 @@ func TestDaemonRefusesReloadOfManagedSubtree(t *testing.T) {
 	kept := parent.Child(t, "kept")
 	asked := parent.Child(t, "asked")
 	knobs := "dirty_background_bytes: 8M, dirty_bytes: 16M, min_free_kbytes: 0"
-	d := newDaemon(t, managedConfig(kept.Path, knobs))
+	// SIGHUP alone reloads: no reread of the file races it.
+	d := newDaemon(t, managedConfig(kept.Path, knobs), "--config-check-interval", "0")
 	d.start()
 
 	from := len(d.logText())

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,14 +29,14 @@ func TestDaemonSetGet(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		s := d.get(c.Path)
-		if s.Knobs["dirty_bytes"] != "33554432" || s.Overrides["dirty_bytes"] != "33554432" {
-			t.Errorf("%s: memcgd get: dirty_bytes %q (override %q), want 33554432 set by memcgd set", when, s.Knobs["dirty_bytes"], s.Overrides["dirty_bytes"])
+		if fmt.Sprint(s.Knobs["dirty_bytes"]) != "33554432" || fmt.Sprint(s.Overrides["dirty_bytes"]) != "33554432" {
+			t.Errorf("%s: memcgd get: dirty_bytes %v (override %v), want 33554432 set by memcgd set", when, s.Knobs["dirty_bytes"], s.Overrides["dirty_bytes"])
 		}
 		if s.Bytes["dirty_thresh"] != 32*mib {
 			t.Errorf("%s: memcgd get: dirty_thresh %d, want %d", when, s.Bytes["dirty_thresh"], 32*mib)
 		}
-		if s.Knobs["dirty_background_bytes"] != "8388608" {
-			t.Errorf("%s: memcgd get: dirty_background_bytes %q, want the config's 8388608", when, s.Knobs["dirty_background_bytes"])
+		if fmt.Sprint(s.Knobs["dirty_background_bytes"]) != "8388608" {
+			t.Errorf("%s: memcgd get: dirty_background_bytes %v, want the config's 8388608", when, s.Knobs["dirty_background_bytes"])
 		}
 	}
 	out, errOut, err := d.client(nil, "set", "--socket", d.socket, string(c.Path), "dirty_bytes=32M")

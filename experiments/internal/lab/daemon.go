@@ -94,7 +94,7 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
 	defer logf.Close()
-	args := append([]string{"--config", cfg, "run",
+	args := append([]string{"run", "--config", cfg,
 		"--journal", filepath.Join(dir, "journal"),
 		"--overrides", filepath.Join(dir, "overrides.json"),
 		"--socket", d.Socket,

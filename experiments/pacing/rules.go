@@ -137,8 +137,9 @@ func (e *env) rulesKubelet(ctx context.Context, r *rulebook) error {
 	r.row("/proc/PID/task/WRITER/cgroup", "`"+cg+"`"+errSuffix(err))
 	cg, err = threadCgroup(p.ready.PID, p.ready.PID, "")
 	r.row("/proc/PID/cgroup (the leader's)", "`"+cg+"`"+errSuffix(err))
-	procs := r.read(filepath.Join(leaf, "cgroup.procs"))
-	r.row("cgroup.procs of the leaf lists the tenant's PID", fmt.Sprint(strings.Contains(" "+procs+" ", " "+strconv.Itoa(p.ready.PID)+" ")))
+	r.read(filepath.Join(leaf, "cgroup.procs"))
+	procs, _ := readIDs(filepath.Join(leaf, "cgroup.procs"))
+	r.row("cgroup.procs of the leaf lists the tenant's PID", fmt.Sprint(containsID(procs, p.ready.PID)))
 	threads, _ := readIDs(filepath.Join(leaf, "cgroup.threads"))
 	r.row("cgroup.threads of the leaf lists the writer's TID", fmt.Sprint(containsID(threads, p.ready.Writer)))
 	r.read(filepath.Join(r.pace, "cgroup.procs"))
@@ -170,9 +171,8 @@ func (e *env) rulesKubelet(ctx context.Context, r *rulebook) error {
 	cg, err = threadCgroup(forked.PID, forked.PID, "")
 	r.row("the paced writer forks: /proc/CHILD/cgroup", "`"+cg+"`"+errSuffix(err))
 	time.Sleep(200 * time.Millisecond)
-	procs, _ = readTrim(filepath.Join(leaf, "cgroup.procs"))
-	r.row(fmt.Sprintf("cgroup.procs of the leaf lists the child (PID %d)", forked.PID),
-		fmt.Sprintf("%v (`%s`)", strings.Contains(" "+procs+" ", " "+strconv.Itoa(forked.PID)+" "), strings.ReplaceAll(procs, "\n", " ")))
+	procs, _ = readIDs(filepath.Join(leaf, "cgroup.procs"))
+	r.row(fmt.Sprintf("cgroup.procs of the leaf lists the child (PID %d)", forked.PID), fmt.Sprintf("%v (`%v`)", containsID(procs, forked.PID), procs))
 	r.read(filepath.Join(r.pace, "cgroup.threads"))
 
 	// A runtime adds a process (an exec into the container).

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -43,7 +43,7 @@ func newEnv(b *lab.Bench, o options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{b: b, o: o, exe: exe, v2: b.Layout.Memory.Version == cgroupfs.V2}
+	e := &env{b: b, o: o, exe: exe, v2: b.Layout.Memory.Version == layout.V2}
 	if e.v2 {
 		if err := e.enableCPUv2(); err != nil {
 			return nil, err
@@ -71,7 +71,7 @@ func newEnv(b *lab.Bench, o options) (*env, error) {
 // The VM's root is the VM's own (it powers off after the run), so there it
 // is enabled if need be; elsewhere it must be enabled already.
 func (e *env) enableCPUv2() error {
-	self, err := cgroupfs.Self("/proc", e.b.Layout)
+	self, err := layout.Self("/proc", e.b.Layout)
 	if err != nil {
 		return err
 	}

@@ -48,10 +48,13 @@ func markerOf(dir string) string {
 	return filepath.Join(os.TempDir(), betweenMarks, hex.EncodeToString([]byte(dir)))
 }
 
-// mkdirMirror creates dir and the missing directories between top, which
+// MkdirMirror creates dir and the missing directories between top, which
 // exists, and dir, marking those it creates, and returns the directories
-// between, outermost first.
-func mkdirMirror(top, dir string) ([]string, error) {
+// between, outermost first. Create uses it for the unified and freezer
+// mirrors; a caller that mirrors a cgroup in another v1 hierarchy (an
+// experiment's cpu cgroups) uses it too, removes dir itself and then hands
+// the directories between to RemoveBetween.
+func MkdirMirror(top, dir string) ([]string, error) {
 	rel, err := filepath.Rel(top, dir)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("mkdir %s: not beneath %s", dir, top)
@@ -83,9 +86,9 @@ func mkdirMirror(top, dir string) ([]string, error) {
 	return between, err
 }
 
-// removeBetween removes, deepest first, the directories of between that
+// RemoveBetween removes, deepest first, the directories of between that
 // this package created and nothing uses any more.
-func removeBetween(between []string) error {
+func RemoveBetween(between []string) error {
 	return withBetweenLock(func() error {
 		for i := len(between) - 1; i >= 0; i-- {
 			d := between[i]

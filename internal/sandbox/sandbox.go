@@ -130,7 +130,7 @@ func Create(l layout.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
 			continue // not ours to create: no mirror there
 		}
 		dir := m.h.Dir(cg)
-		dirs, err := mkdirMirror(m.h.Dir(own), dir)
+		dirs, err := MkdirMirror(m.h.Dir(own), dir)
 		c.between = append(c.between, dirs...)
 		if err != nil {
 			return c, fmt.Errorf("create cgroup %s: mirror in %s: %w", cg, m.h.Mount, err)
@@ -241,7 +241,7 @@ func (c *Cgroup) Remove() error {
 	}
 	c.made = nil
 	if len(c.between) > 0 {
-		if err := removeBetween(c.between); err != nil {
+		if err := RemoveBetween(c.between); err != nil {
 			errs = append(errs, fmt.Errorf("remove mirror parents: %w", err))
 		}
 		c.between = nil

@@ -73,9 +73,6 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
 	ctx := t.Context()
 	e, err := p.Pace(ctx, c.Path, 2*time.Millisecond, 10*time.Millisecond)
-	if errors.Is(err, errors.ErrUnsupported) && l.Memory.Version == layout.V2 {
-		t.Skipf("v2 leaf not paceable here: %v", err)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +134,6 @@ func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := p.Pace(ctx, c.Path, 2*time.Millisecond, 10*time.Millisecond); err != nil {
-		if errors.Is(err, errors.ErrUnsupported) && l.Memory.Version == layout.V2 {
-			t.Skipf("v2 leaf not paceable here: %v", err)
-		}
 		t.Fatal(err)
 	}
 	group := filepath.Join(home, journal.PaceGroupName)

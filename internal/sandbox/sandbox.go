@@ -164,8 +164,9 @@ func Enabled(dir, controller string) (bool, error) {
 	return slices.Contains(strings.Fields(string(b)), controller), nil
 }
 
-// EnableControllers enables memory, and io when the cgroup has it, for the
-// children of the v2 cgroup at dir, unless memory is enabled already. The
+// EnableControllers enables memory, and io and cpu when the cgroup has
+// them (cpu for the pacer's pace groups), for the children of the v2
+// cgroup at dir, unless memory is enabled already. The
 // kernel allows it only in a cgroup without tasks, or in the root (the
 // no-internal-process rule, kernel/cgroup/cgroup.c
 // cgroup_vet_subtree_control_enable). Each controller is written alone:
@@ -185,7 +186,7 @@ func EnableControllers(dir string) error {
 	if !slices.Contains(have, "memory") {
 		return fmt.Errorf("%s lists %q: %w", p, have, ErrNoMemoryController)
 	}
-	for _, c := range []string{"memory", "io"} {
+	for _, c := range []string{"memory", "io", "cpu"} {
 		if !slices.Contains(have, c) {
 			continue
 		}

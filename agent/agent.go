@@ -51,6 +51,11 @@ type Options struct {
 	Workers                                               int
 	ActiveInterval, ScanInterval, AuditInterval, Reaction time.Duration
 	ReclaimStep                                           uint64
+	// NoPace keeps the freezer as the throttle where the host could pace
+	// (--pace=off); PacePeriodCap is the longest period of a pace
+	// (policy.Input.PacePeriodCap).
+	NoPace        bool
+	PacePeriodCap time.Duration
 	// StopTimeout bounds how long Run waits, once its context is done,
 	// for the host calls in flight (DefaultStopTimeout if zero).
 	StopTimeout time.Duration
@@ -197,6 +202,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	_, freezer := a.opts.Host.(host.Freezer)
 	_, pacer := a.opts.Host.(host.Pacer)
+	pacer = pacer && !a.opts.NoPace
 	_, counter := a.opts.Host.(host.DirtyCounter)
 	level := slog.LevelInfo
 	if a.log.Enabled(ctx, slog.LevelDebug) {
@@ -210,7 +216,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		Tracker: a.tracker, TrackingReason: a.tracking, Freezer: freezer, Pacer: pacer, Counter: counter,
 		Workers: a.opts.Workers, ActiveInterval: a.opts.ActiveInterval, Reaction: a.opts.Reaction,
 		ScanInterval: a.opts.ScanInterval, AuditInterval: a.opts.AuditInterval, ReclaimStep: a.opts.ReclaimStep,
-		Log: level,
+		PacePeriodCap: a.opts.PacePeriodCap,
+		Log:           level,
 	}, time.Now())
 	x := newExecutor(a, core)
 	x.start(ctx)

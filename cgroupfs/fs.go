@@ -29,7 +29,8 @@ type FS struct {
 	journal  *journal.Journal
 	bio      *safeio.BoundedIO
 	flusher  *act.Flusher
-	fast     *fastPath // the tracker's share; fastpath.go
+	pacer    *act.Pacer // nil for a read-only FS
+	fast     *fastPath  // the tracker's share; fastpath.go
 	// trackerWriteOut is FSOptions.TrackerWriteOut.
 	trackerWriteOut time.Duration
 	log             *slog.Logger
@@ -53,6 +54,7 @@ var (
 	_ host.Freezer        = (*FS)(nil)
 	_ host.CgroupNotifier = (*FS)(nil)
 	_ host.Forgetter      = (*FS)(nil)
+	_ host.Pacer          = (*FS)(nil)
 )
 
 // NewFS returns the host for the cgroups beneath under in layout l, with
@@ -114,6 +116,9 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
 	fs.readers = make(chan *observe.Reader, idleReaders)
+	if journal != nil {
+		fs.pacer = &act.Pacer{Layout: l, ProcRoot: procRoot, Journal: journal, Under: under}
+	}
 	return fs, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
@@ -49,7 +50,22 @@ func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.thrott
 // host.Forgetter: FS never forgets a cgroup by itself, not even one its
 // cgroup notifier reports removed. A cgroup that still exists is looked
 // up again at its next use.
-func (fs *FS) Forget(cg host.Cgroup) { fs.fast.forget(cg) }
+func (fs *FS) Forget(cg host.Cgroup) {
+	fs.fast.forget(cg)
+	if fs.pacer != nil {
+		fs.pacer.Forget(cg)
+	}
+}
+
+// Pace begins pacing cg's dirtying threads at quota per period
+// (host.Pacer, act.Pacer): an error wrapping errors.ErrUnsupported says
+// the hierarchy does not let memcgd pace this cgroup.
+func (fs *FS) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Duration) (host.Paced, error) {
+	if fs.pacer == nil {
+		return nil, fmt.Errorf("pace %s: read-only host has no journal", cg)
+	}
+	return fs.pacer.Pace(ctx, cg, quota, period)
+}
 
 // writeOutTracked writes out the files the tracker recorded for cg (all
 // of them, or only the ones its subtree dirtied last), except those in

@@ -67,8 +67,9 @@ type Freezer interface {
 // Pacer.Pace: they run under a CPU bandwidth limit until End, and no
 // other task of the cgroup does.
 type Paced interface {
-	// Set changes the limit to quota of CPU time per period, and paces
-	// too the cgroup's tasks that began dirtying since the last call.
+	// Set changes the limit to quota of CPU time per period (a quota of
+	// 0: no limit, the tasks kept in the episode), and paces too the
+	// cgroup's tasks that began dirtying since the last call.
 	Set(quota, period time.Duration) error
 	// CPU is the CPU time the paced tasks have used within the episode.
 	CPU() (time.Duration, error)

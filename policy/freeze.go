@@ -133,10 +133,14 @@ func (c *Controller) thawLevel(in Input) uint64 {
 }
 
 // backstopLevel is where the freezer takes over from a pace (pace.go):
-// past the limit by a quarter of the band the throttle works in.
+// past the limit by a quarter of the band the throttle works in, or a
+// fifth of the limit, whichever is more. A pace holds dirty+writeback
+// to within a burst of the paced tasks (CFS throttles a task at its next
+// tick past the quota: kernel/sched/fair.c, account_cfs_rq_runtime), so
+// a limit of a few bursts is passed by that much before the freezer acts.
 func (c *Controller) backstopLevel(in Input) uint64 {
 	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
-	return limit + c.dirtySpan(in)/LookFraction
+	return limit + max(c.dirtySpan(in)/LookFraction, limit/5)
 }
 
 // adopt takes the driver's word on the freezer state where the mirror
@@ -169,7 +173,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 			break
 		}
 		d.Throttle, d.HoldFor = ThrottleHold, c.holdFor(in, dirty, MaxPause-held)
-	case dirty >= c.freezeLevel(in):
+	case dirty >= c.freezeLevel(in) && (!in.Pacer || c.pacer.escaped(in.Now)):
 		*t = throttleState{frozen: true, frozenAt: in.Now, measureFrom: in.Now, episode: true, thawedAt: in.Now}
 		d.Throttle, d.HoldFor = ThrottleFreeze, c.holdFor(in, dirty, MaxPause)
 		d.Why |= ReasonThrottle
@@ -232,6 +236,9 @@ func (c *Controller) holdFor(in Input, dirty uint64, left time.Duration) time.Du
 // no faster than the device writes: it cannot reach the limit by this
 // estimate, and the watcher or the next look will see it if it does.
 func (c *Controller) runFor(in Input, dirty uint64) time.Duration {
+	if in.Pacer {
+		return 0 // the pace holds the rate between looks
+	}
 	net := c.runRate - c.bw.avg
 	if c.quiet || net <= 0 {
 		return 0

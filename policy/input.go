@@ -69,10 +69,14 @@ type Input struct {
 	// Pacer says the driver can pace the cgroup's dirtying tasks by CPU
 	// bandwidth (pace.go): the throttle paces them, and the freezer is
 	// only its backstop. Paced is the pace in force as the driver holds
-	// it, and PacedCPU the CPU time the paced tasks have used, a counter.
-	Pacer    bool
-	Paced    Pacing
-	PacedCPU time.Duration
+	// it.
+	Pacer bool
+	Paced Pacing
+	// PacePeriodCap is the longest CFS period a pace may have (PaceFor);
+	// 0 is MaxPacePeriod. The driver sets it short on kernels before the
+	// task-based throttle (6.18), where a paced task can be descheduled
+	// holding a lock others wait for.
+	PacePeriodCap time.Duration
 	// Frozen is whether the driver holds the cgroup frozen as it is
 	// observed (FreezerHeld only). The controller mirrors the driver
 	// from its own decisions and deadlines; where they disagree (a

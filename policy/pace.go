@@ -19,50 +19,63 @@ import (
 // domain, is the measured write bandwidth, and pos_ratio falls along the
 // cubic of pos_ratio_polynom() from 2 at freerun through 1 at the
 // setpoint to 0 at the limit. The kernel enforces its rate by sleeping
-// the task every few pages; memcgd converts it to CPU time: the paced
-// tasks dirty Efficiency bytes per CPU-second they run, so the share of
-// a CPU they may use is task_ratelimit / Efficiency, measured and
-// corrected at every step from the CPU the paced tasks actually used.
+// the task every few pages; memcgd converts it to CPU time: a share of a
+// CPU lets the paced tasks dirty Efficiency bytes per second of it, so the
+// share they get is task_ratelimit / Efficiency, Efficiency measured at
+// every step from what the share in force achieved.
 // The kernel then enforces the share between the daemon's looks, which
 // need come only every PaceInterval. A wrong Efficiency is corrected by
 // the law itself: dirtying too fast raises dirty, which lowers pos_ratio.
 //
-// CFS takes a quota of at least a millisecond per period
+// Within a period a paced task runs its quota at full speed, a burst past
+// the rate, so the quota is as small as CFS takes, a millisecond
 // (min_cfs_quota_period in kernel/sched/core.c, tg_set_cfs_bandwidth),
-// so a small share needs a long period: the period is the shortest of
-// PacePeriod and up to MaxPacePeriod that gives the share a quota of at
-// least MinPaceQuota. Within a period a paced task runs its quota at full
-// speed, so the period also bounds the burst past the rate.
+// and the period what gives the share (PaceFor): a 1.5 GB/s writer then
+// bursts 1.5 MB at most.
 //
-// The freezer stays as the backstop: when dirty+writeback passes the
-// limit by a quarter of the band the throttle works in despite the pace
-// (tasks the driver could not pace, a writer that is not CPU-bound), the
-// closed loop of freeze.go freezes the cgroup. It is rare, and counted.
+// The freezer stays as the backstop, for what the pace does not hold:
+// tasks the driver could not pace, a dirtier that is not CPU-bound. When
+// dirty+writeback is past the limit (backstopLevel) and still rises
+// although the pace has been at its least for PaceInterval, the closed
+// loop of freeze.go freezes the cgroup. It is rare, and counted. A paced
+// task's burst (CFS throttles it at its next tick past its quota, a
+// scheduler tick of its CPU: 4 ms at HZ=250) can pass the limit by that
+// much without it: the pace's resolution, which a limit of a few bursts
+// cannot be held within.
 
 // Pacing is a CPU bandwidth limit of a cgroup's dirtying tasks: Quota of
-// CPU time per Period. The zero Pacing is no limit.
+// CPU time per Period. The zero Pacing is none: the tasks are released. A
+// Pacing with a Period and no Quota keeps them paced without a limit
+// (cpu.cfs_quota_us -1, cpu.max "max"): below the freerun ceiling, within
+// PaceLinger, so that a writer that dirties again is held at once
+// without moving its tasks again.
 type Pacing struct {
 	Quota, Period time.Duration
 }
 
-// On reports whether p limits anything.
+// On reports whether p keeps the tasks paced.
 func (p Pacing) On() bool { return p.Period > 0 }
 
-// Share is the share of one CPU p allows.
+// Limited reports whether p limits their CPU.
+func (p Pacing) Limited() bool { return p.On() && p.Quota > 0 }
+
+// Share is the share of one CPU p allows; 0 when it allows any.
 func (p Pacing) Share() float64 {
-	if !p.On() {
+	if !p.Limited() {
 		return 0
 	}
 	return float64(p.Quota) / float64(p.Period)
 }
 
+// Unlimited is the Pacing that keeps the tasks paced without a limit.
+var Unlimited = Pacing{Period: 100 * time.Millisecond}
+
 // The paced throttle's constants.
 const (
-	// PacePeriod is the CFS period of a pace: short, so that a paced
-	// task's bursts at full speed are short too.
-	PacePeriod = 10 * time.Millisecond
-	// MaxPacePeriod is the longest period CFS takes (max_cfs_quota_period,
-	// one second).
+	// MinPacePeriod and MaxPacePeriod are the shortest and longest
+	// period CFS takes (min_cfs_quota_period, max_cfs_quota_period in
+	// kernel/sched/core.c: a millisecond, a second).
+	MinPacePeriod = time.Millisecond
 	MaxPacePeriod = time.Second
 	// MinPaceQuota is the least quota CFS takes (min_cfs_quota_period,
 	// one millisecond).
@@ -93,9 +106,16 @@ type pacer struct {
 	// efficiency is the bytes dirtied per CPU-second of the paced tasks,
 	// measured; zero until measured.
 	efficiency float64
-	// lastCPU and lastDirtied are the paced tasks' CPU time and the
-	// dirtied counter at the last step while paced.
-	lastCPU     time.Duration
+	// least is when the pace last went to its least (pos_ratio 0, at or
+	// past the limit), zero while it is above it; level is dirty+writeback
+	// at the last step, rising that it rose at it.
+	least  time.Time
+	level  uint64
+	rising bool
+	// lastPace, lastAt and lastDirtied are the pace in force, the time
+	// and the dirtied counter at the last step.
+	lastPace    Pacing
+	lastAt      time.Time
 	lastDirtied uint64
 	measured    bool
 }
@@ -116,21 +136,72 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 		return
 	case p.below.IsZero():
 		p.below = in.Now
-	case in.Now.Sub(p.below) >= PaceLinger:
+		fallthrough
+	case in.Now.Sub(p.below) < PaceLinger:
+		// Below freerun nothing is throttled (balance_dirty_pages()
+		// returns at once): the tasks stay paced, without a limit, so
+		// that the device is fed and its bandwidth measured at its
+		// speed, not at a pace's.
+		d.Pace = Unlimited
+		d.Active = true
+		p.rising, p.level = false, dirty
+		return
+	default:
 		*p = pacer{efficiency: p.efficiency}
 		return
 	}
 	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
 	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
-	d.Pace = PaceFor(float64(rate) / c.efficiency())
+	d.Pace = PaceFor(float64(rate)/c.efficiency(), in.PacePeriodCap)
+	if close(d.Pace, in.Paced) {
+		// Each write of a quota refills the group's runtime and
+		// unthrottles it (kernel/sched/core.c, tg_set_cfs_bandwidth):
+		// rewriting it at every step would grant a burst a step.
+		d.Pace = in.Paced
+	}
+	switch {
+	case rate > 0:
+		p.least = time.Time{}
+	case p.least.IsZero():
+		p.least = in.Now
+	}
+	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
 	d.Active = true
 }
 
-// efficiency is the measured bytes dirtied per CPU-second of the paced
-// tasks, or before a measurement the recent dirtying rate on one CPU, or
-// DefaultEfficiency.
+// Efficiency is the bytes the cgroup's dirtying tasks dirty per
+// CPU-second, as the pace measured it (or assumes it, before a
+// measurement).
+func (c *Controller) Efficiency() uint64 { return uint64(c.efficiency()) }
+
+// PaceTolerance is how far a new pace's share may be from the one in
+// force before it is written: a fraction of it.
+const PaceTolerance = 0.25
+
+// close reports whether pace a is within PaceTolerance of b, both limits.
+func close(a, b Pacing) bool {
+	if !a.Limited() || !b.Limited() {
+		return a == b
+	}
+	r := a.Share() / b.Share()
+	return r >= 1-PaceTolerance && r <= 1+PaceTolerance
+}
+
+// escaped reports whether dirty+writeback still rises although the pace
+// has been at its least for PaceInterval: something the pace does not
+// hold dirties (a task not paced, a dirtier not CPU-bound), and the
+// freezer may take over. A burst of a paced task past its quota (CFS
+// throttles it at its next tick, or on 6.18 at its return to user space)
+// raises the level once, then it falls.
+func (p *pacer) escaped(now time.Time) bool {
+	return p.rising && !p.least.IsZero() && now.Sub(p.least) >= PaceInterval
+}
+
+// efficiency is the measured bytes the paced tasks dirty per CPU-second
+// of share, or before a measurement the recent dirtying rate on one CPU,
+// or DefaultEfficiency.
 func (c *Controller) efficiency() float64 {
 	switch {
 	case c.pacer.efficiency > 0:
@@ -141,40 +212,60 @@ func (c *Controller) efficiency() float64 {
 	return DefaultEfficiency
 }
 
-// measureEfficiency folds in the bytes dirtied per CPU-second the paced
-// tasks used since the last step, when the driver reports both.
+// measureEfficiency folds in the bytes the paced tasks dirtied since the
+// last step per second of the share the pace in force gave them: what a
+// share of the CPU achieves, the kernel's granting of the quota included
+// (a task is throttled at its next tick past it, kernel/sched/fair.c,
+// account_cfs_rq_runtime, so it can get more than its quota or less).
+// in.Paced is the pace asked for at the last step, so in force over the
+// interval. Only an interval under a limit that was in force over the
+// interval before too counts (a write of the quota refills the group's
+// runtime at once, a burst that says nothing of the share), and in which
+// the tasks dirtied something; the estimate moves by at most a factor of
+// two a step, so that one odd interval does not make the next pace a
+// free run or a stop.
 func (c *Controller) measureEfficiency(in Input) {
 	p := &c.pacer
-	if !in.Paced.On() || !in.Stat.Counters.HasDirtied {
+	dirtied := in.Stat.Counters.DirtiedBytes
+	if !in.Paced.Limited() || !in.Stat.Counters.HasDirtied {
 		p.measured = false
 		return
 	}
-	cpu, dirtied := in.PacedCPU, in.Stat.Counters.DirtiedBytes
-	if p.measured && cpu > p.lastCPU && dirtied >= p.lastDirtied {
-		used := cpu - p.lastCPU
-		e := float64(dirtied-p.lastDirtied) / used.Seconds()
+	if p.measured && in.Paced == p.lastPace && in.Now.After(p.lastAt) && dirtied > p.lastDirtied {
+		dt := in.Now.Sub(p.lastAt)
+		e := float64(dirtied-p.lastDirtied) / (dt.Seconds() * in.Paced.Share())
 		if p.efficiency == 0 {
 			p.efficiency = e
 		} else {
-			w := min(float64(used)/float64(efficiencyWindow), 1)
-			p.efficiency = e*w + p.efficiency*(1-w)
+			w := min(float64(dt)/float64(efficiencyWindow), 1)
+			p.efficiency = min(max(e*w+p.efficiency*(1-w), p.efficiency/2), p.efficiency*2)
 		}
 	}
-	p.lastCPU, p.lastDirtied, p.measured = cpu, dirtied, true
+	p.lastPace, p.lastAt, p.lastDirtied, p.measured = in.Paced, in.Now, dirtied, true
 }
 
-// PaceFor is the pace that gives share of one CPU: the period is
-// PacePeriod unless the quota would be below MinPaceQuota, then as long
-// as it takes, up to MaxPacePeriod; a share too small for that is
-// MinPaceQuota per MaxPacePeriod, the least CFS can give.
-func PaceFor(share float64) Pacing {
+// PaceFor is the pace that gives share of one CPU, in the smallest bursts
+// CFS allows: a paced task runs its whole quota at full speed once the
+// period refills it, so the quota is MinPaceQuota and the period what
+// gives the share, from MinPacePeriod up to MaxPacePeriod; a share above
+// one CPU (several dirtying tasks) gets the share of MinPacePeriod. A
+// share too small for that is MinPaceQuota per MaxPacePeriod, the least
+// CFS can give.
+//
+// longest caps the period (0: MaxPacePeriod). Before the task-based CFS
+// throttle of 6.18, a throttled task can be descheduled holding a kernel
+// lock (a jbd2 handle in ext4's write path), so that others wait out the
+// rest of its period: a short period bounds that wait, at the cost of a
+// larger least share (the freezer's backstop then holds the rest).
+func PaceFor(share float64, longest time.Duration) Pacing {
+	if longest <= 0 || longest > MaxPacePeriod {
+		longest = MaxPacePeriod
+	}
+	longest = max(longest, MinPacePeriod)
 	if share <= 0 {
-		return Pacing{Quota: MinPaceQuota, Period: MaxPacePeriod}
+		return Pacing{Quota: MinPaceQuota, Period: longest}
 	}
-	period := PacePeriod
-	if q := time.Duration(share * float64(period)); q < MinPaceQuota {
-		period = min(time.Duration(float64(MinPaceQuota)/share), MaxPacePeriod)
-	}
+	period := min(max(time.Duration(float64(MinPaceQuota)/share), MinPacePeriod), longest)
 	quota := max(time.Duration(share*float64(period)), MinPaceQuota)
 	return Pacing{Quota: quota.Round(time.Microsecond), Period: period.Round(time.Microsecond)}
 }

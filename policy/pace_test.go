@@ -9,17 +9,22 @@ import (
 
 func TestPaceFor(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		share float64
-		want  Pacing
+		name    string
+		share   float64
+		longest time.Duration
+		want    Pacing
 	}{
-		{"a share that gives a quota of a millisecond or more: the short period", 0.3, Pacing{3 * ms, PacePeriod}},
-		{"more than a CPU (several dirtying tasks)", 2.5, Pacing{25 * ms, PacePeriod}},
-		{"a small share: the period that gives it a millisecond", 0.02, Pacing{1 * ms, 50 * ms}},
-		{"a share CFS cannot give: a millisecond a second, the least", 0.0001, Pacing{1 * ms, MaxPacePeriod}},
-		{"none (at the limit): the least", 0, Pacing{1 * ms, MaxPacePeriod}},
+		{"a share in the smallest bursts: a millisecond of quota, the period that gives the share", 0.25, 0, Pacing{1 * ms, 4 * ms}},
+		{"a small share: a longer period", 0.02, 0, Pacing{1 * ms, 50 * ms}},
+		{"a whole CPU: every millisecond", 1, 0, Pacing{1 * ms, 1 * ms}},
+		{"more than a CPU (several dirtying tasks): the shortest period", 2.5, 0, Pacing{2500 * time.Microsecond, 1 * ms}},
+		{"a share CFS cannot give: a millisecond a second, the least", 0.0001, 0, Pacing{1 * ms, MaxPacePeriod}},
+		{"none (at the limit): the least", 0, 0, Pacing{1 * ms, MaxPacePeriod}},
+		{"before 6.18 the period is capped (20 ms): a small share gets the cap's least", 0.02, 20 * ms, Pacing{1 * ms, 20 * ms}},
+		{"and none gets it too", 0, 20 * ms, Pacing{1 * ms, 20 * ms}},
+		{"a share the cap allows is as without it", 0.25, 20 * ms, Pacing{1 * ms, 4 * ms}},
 	} {
-		if got := PaceFor(tt.share); got != tt.want {
+		if got := PaceFor(tt.share, tt.longest); got != tt.want {
 			t.Errorf("%s: PaceFor(%v) = %+v, want %+v", tt.name, tt.share, got, tt.want)
 		}
 	}
@@ -44,9 +49,9 @@ func TestThePacedThrottle(t *testing.T) {
 		return d
 	}
 	// The bandwidth estimate moves a little from step to step: a pace
-	// within 1 % of the one wanted is it.
+	// whose share is within 1 % of the one wanted is it.
 	near := func(a, b Pacing) bool {
-		return a.Period == b.Period && float64(a.Quota) >= 0.99*float64(b.Quota) && float64(a.Quota) <= 1.01*float64(b.Quota)
+		return a.On() == b.On() && a.Limited() == b.Limited() && a.Share() >= 0.99*b.Share() && a.Share() <= 1.01*b.Share()
 	}
 	share := func(pos float64) float64 { return bw * pos / (1 << 30) }
 	for _, tt := range []struct {
@@ -57,12 +62,14 @@ func TestThePacedThrottle(t *testing.T) {
 		throttle Throttle
 	}{
 		{"below freerun: not paced", 0, 10 * mib, Pacing{}, ThrottleNone},
-		{"at the setpoint: paced to the device's speed (pos_ratio 1)", 10 * ms, 14 * mib, PaceFor(share(1)), ThrottleNone},
-		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0), ThrottleNone},
-		{"past the limit by a quarter of the band: the freezer takes over", 30 * ms, 17 * mib, PaceFor(0), ThrottleFreeze},
-		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0), ThrottleThaw},
-		{"at freerun: paced fast (pos_ratio 2)", 50 * ms, 12 * mib, PaceFor(share(2)), ThrottleNone},
-		{"below freerun for less than PaceLinger: the pace stays", 60 * ms, 11 * mib, PaceFor(share(2)), ThrottleNone},
+		{"at the setpoint: paced to the device's speed (pos_ratio 1)", 10 * ms, 14 * mib, PaceFor(share(1), 0), ThrottleNone},
+		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the limit, but the least pace has not had PaceInterval to tell: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, PaceFor(0, 0), ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace: the freezer takes over", 30 * ms, 21 * mib, PaceFor(0, 0), ThrottleFreeze},
+		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0, 0), ThrottleThaw},
+		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
+		{"below freerun for less than PaceLinger: the tasks stay paced, without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
 		{"below freerun for PaceLinger: released", 60*ms + PaceLinger, 11 * mib, Pacing{}, ThrottleNone},
 	} {
 		d := step(tt.at, tt.dirty, Pacing{})
@@ -75,21 +82,27 @@ func TestThePacedThrottle(t *testing.T) {
 	}
 }
 
-// The efficiency is measured from the CPU the paced tasks used, so that
-// a wrong first guess is corrected.
-func TestThePaceLearnsTheTasksEfficiency(t *testing.T) {
+// The efficiency is measured from what the pace in force achieved: the
+// bytes dirtied per second of its share, so that a wrong first guess,
+// or a kernel that grants more or less than the quota, is corrected.
+func TestThePaceLearnsWhatAShareAchieves(t *testing.T) {
 	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	c := NewController()
 	t0 := time.Unix(100, 0)
-	in := func(at time.Duration, dirtied uint64, cpu time.Duration) Input {
+	in := func(at time.Duration, dirtied uint64) Input {
 		x := scenarioInput(t0.Add(at), 0, 14*mib, dirtied)
-		x.Dirty, x.Freezer, x.Pacer, x.Paced, x.PacedCPU = limits, FreezerHeld, true, Pacing{3 * ms, 10 * ms}, cpu
+		x.Dirty, x.Freezer, x.Pacer, x.Paced = limits, FreezerHeld, true, Pacing{3 * ms, 10 * ms}
 		return x
 	}
-	c.Step(in(0, 0, 0))
-	// 10 ms of CPU dirtied 5 MiB: 500 MiB per CPU-second.
-	c.Step(in(300*ms, 5*mib, 10*ms))
-	if got, want := c.pacer.efficiency, 500.0*mib; got < want*0.999 || got > want*1.001 {
+	c.Step(in(0, 0))
+	// 300 ms at 0.3 of a CPU dirtied 9 MiB: 100 MiB per CPU-second.
+	c.Step(in(300*ms, 9*mib))
+	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
 		t.Errorf("efficiency %.0f B/CPU-s, want %.0f", got, want)
+	}
+	// An interval in which nothing was dirtied says nothing.
+	c.Step(in(600*ms, 9*mib))
+	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
+		t.Errorf("after an idle interval: efficiency %.0f B/CPU-s, want it kept at %.0f", got, want)
 	}
 }

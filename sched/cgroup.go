@@ -274,7 +274,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		Exempt:  st.exempt,
 		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
 		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
-		Pacer: pacer, Paced: st.pace.cur, PacedCPU: st.pace.cpu,
+		Pacer: pacer, Paced: st.pace.cur, PacePeriodCap: c.cfg.PacePeriodCap,
 	})
 	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {
 		// One line per decision of a cgroup at work, to set beside
@@ -283,6 +283,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 			"dirty", s.Dirty, "writeback", s.Writeback, "dirtied", s.Counters.DirtiedBytes,
 			"next", d.NextLook, "hold_for", d.HoldFor, "run_for", d.RunFor,
 			"wake_dirtied", d.Wake.DirtiedAbove, "write_out", d.WriteOut, "reclaim", d.Reclaim,
+			"pace_quota", d.Pace.Quota, "pace_period", d.Pace.Period, "efficiency", st.ctrl.Efficiency(), "paced_cpu", st.pace.cpu,
 			"rate", st.ctrl.DirtyRate(), "bw", st.ctrl.WriteBandwidth(), "why", d.Why)
 	}
 	// The throttle first (policy.Decision): due now.

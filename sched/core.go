@@ -71,6 +71,9 @@ type Config struct {
 	// ReclaimStep bounds the bytes one decision reclaims
 	// (policy.DefaultReclaimStep if zero).
 	ReclaimStep uint64
+	// PacePeriodCap is the longest CFS period of a pace
+	// (policy.Input.PacePeriodCap).
+	PacePeriodCap time.Duration
 	// Log is the least level of the records Ready hands out; nil is info.
 	Log slog.Leveler
 	// DryRun: observe and decide, but hand out no op that changes

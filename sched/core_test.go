@@ -446,10 +446,10 @@ func TestPacingEpisodes(t *testing.T) {
 	if got := w.paced["/a"]; w.count(SetPace, "/a") == 0 || got.Share() >= before.Share() {
 		t.Errorf("at the limit: pace %+v after %+v, %d changes: want a smaller share", got, before, w.count(SetPace, "/a"))
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 17*mib) })
-	w.advance(5 * ms)
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 21*mib) })
+	w.advance(15 * ms)
 	if !w.frozen["/a"] {
-		t.Error("past the backstop level: not frozen")
+		t.Error("past the backstop level, with the least pace in force: not frozen")
 	}
 	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 4*mib) })
 	w.advance(policy.PaceLinger + 100*ms)

@@ -191,7 +191,7 @@ func OpenJournal(path string, l layout.Layout) (*Journal, error) {
 // layoutMounts lists the mount points of l's hierarchies.
 func layoutMounts(l layout.Layout) []string {
 	m := []string{l.Memory.Mount}
-	for _, h := range []*layout.Hierarchy{l.Unified, l.Freezer} {
+	for _, h := range []*layout.Hierarchy{l.Unified, l.Freezer, l.CPU} {
 		if h != nil && !slices.Contains(m, h.Mount) {
 			m = append(m, h.Mount)
 		}
@@ -243,11 +243,16 @@ func (j *Journal) check(p string) error {
 		return fmt.Errorf("change path %q: want a file beneath a cgroupfs mount %v", p, j.mounts)
 	}
 	switch filepath.Base(p) {
-	case FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1:
+	case FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1, FileSubtreeControl:
 		return nil
+	case FileTasksV1, FileThreads:
+		if filepath.Base(filepath.Dir(p)) == PaceGroupName {
+			return nil
+		}
+		return fmt.Errorf("change path %q: a thread list is memcgd's only in a %s group", p, PaceGroupName)
 	}
-	return fmt.Errorf("change path %q: want one of %s, %s, %s, %s, %s", p,
-		FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1)
+	return fmt.Errorf("change path %q: want one of %s, %s, %s, %s, %s, %s, or a %s group's %s or %s", p,
+		FileLimitV1, FileHigh, FileMax, FileFreeze, FileFreezerV1, FileSubtreeControl, PaceGroupName, FileTasksV1, FileThreads)
 }
 
 // Record writes c to the journal (see Journal: not synced); only then may the
@@ -391,6 +396,12 @@ func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
 	}
 	if c.Boot != j.boot {
 		return false, fmt.Sprintf("made in an earlier boot (%s)", c.Boot), nil
+	}
+	switch filepath.Base(c.Path) {
+	case FileTasksV1, FileThreads:
+		return undoPaceGroup(c)
+	case FileSubtreeControl:
+		return undoSubtreeControl(c)
 	}
 	ino, err := ctlfile.FileIno(c.Path)
 	if errors.Is(err, host.ErrVanished) {

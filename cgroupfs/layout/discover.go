@@ -84,6 +84,9 @@ type Layout struct {
 	Unified *Hierarchy
 	// Freezer is the v1 freezer hierarchy, if any.
 	Freezer *Hierarchy
+	// CPU is the v1 hierarchy of the cpu controller, if any: where the
+	// pacer makes its pace groups when memory is on v1.
+	CPU *Hierarchy
 }
 
 // Discover finds the cgroup mounts in procRoot/self/mountinfo. The memory
@@ -115,6 +118,8 @@ func Discover(procRoot string) (Layout, error) {
 			memoryV1 = better(memoryV1, h)
 		case slices.Contains(m.SuperOptions, "freezer"):
 			l.Freezer = better(l.Freezer, h)
+		case slices.Contains(m.SuperOptions, "cpu"):
+			l.CPU = better(l.CPU, h)
 		}
 	}
 	if l.Unified != nil {
@@ -194,6 +199,9 @@ func SelfUnified(procRoot string) (host.Cgroup, error) { return selfIn(procRoot,
 // SelfFreezer returns the calling process's cgroup in the v1 freezer
 // hierarchy.
 func SelfFreezer(procRoot string) (host.Cgroup, error) { return selfIn(procRoot, "freezer") }
+
+// SelfCPU returns the calling process's cgroup in the v1 cpu hierarchy.
+func SelfCPU(procRoot string) (host.Cgroup, error) { return selfIn(procRoot, "cpu") }
 
 // Resolve turns a command-line argument into a memory cgroup: either a
 // hierarchy path as in /proc/PID/cgroup ("/a/b") or a cgroupfs directory

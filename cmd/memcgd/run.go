@@ -59,7 +59,7 @@ type runFlags struct {
 	activeInterval, scanInterval       time.Duration
 	reaction, schedSlice               time.Duration
 	logLevel                           string
-	dirtyTracker                       string
+	dirtyTracker, pace                 string
 	goTrace                            string
 	configCheck                        time.Duration
 }
@@ -110,6 +110,7 @@ once the first scan of the cgroups is done, 503 with the reason before).`,
 	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to a new `FILE` until the daemon exits, to diagnose its latency (read it with go tool trace); tens of MB a minute when busy")
 	fl.DurationVar(&f.configCheck, "config-check-interval", DefaultConfigCheck, "how often to read --config for a change, which reloads it as SIGHUP does (a mounted ConfigMap's update, an edit); 0 reloads on SIGHUP only")
 	fl.StringVar(&f.logLevel, "log-level", "info", "the log's `LEVEL`: debug, info, warn or error")
+	fl.StringVar(&f.pace, "pace", paceAuto, "how the throttle slows a cgroup's writers, a `MODE`: auto (pace only the dirtying threads by CPU bandwidth where the hierarchy allows it, the freezer as the backstop) or off (freeze the cgroup)")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md), a `MODE`: auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	complete := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
@@ -130,6 +131,11 @@ func (f *runFlags) check() error {
 	case trackerAuto, trackerOn, trackerOff:
 	default:
 		return usagef("--dirty-tracker: invalid value %q: allowed auto, on or off", f.dirtyTracker)
+	}
+	switch f.pace {
+	case paceAuto, paceOff:
+	default:
+		return usagef("--pace: invalid value %q: allowed auto or off", f.pace)
 	}
 	if err := checkSchedSlice(f.schedSlice); err != nil {
 		return usage(err)
@@ -277,10 +283,14 @@ func run(ctx context.Context, f *runFlags) error {
 		w.Close()
 		return err
 	}
+	periodCap, err := pacePeriodCap()
+	if err != nil {
+		log.Warn("kernel version unknown: pacing with the short period of kernels before 6.18", "err", err, "cap", periodCap)
+	}
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
-		Reaction: f.reaction,
+		Reaction: f.reaction, NoPace: f.pace == paceOff, PacePeriodCap: periodCap,
 	})
 	if err != nil {
 		w.Close()

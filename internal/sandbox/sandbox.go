@@ -39,7 +39,7 @@ type Options struct {
 	// unlimited.
 	Limit uint64
 	// Mirror, on a hybrid host, also creates the cgroup at the same path
-	// in the unified and freezer hierarchies, each only where that path
+	// in the unified, freezer and cpu hierarchies, each only where that path
 	// is beneath the calling process's own cgroup there, so that its
 	// tasks have PSI and can be frozen. On v2 the cgroup is its own
 	// mirror.
@@ -56,8 +56,10 @@ type Cgroup struct {
 	// Unified is the directory with its PSI files and cgroup.freeze: Dir
 	// on v2, the unified mirror on a hybrid host, "" when it has none.
 	Unified string
-	// Freezer is its mirror in the v1 freezer hierarchy, "" when none.
-	Freezer string
+	// Freezer is its mirror in the v1 freezer hierarchy, "" when none;
+	// CPU its mirror in the v1 cpu hierarchy, where a pace group of its
+	// tasks is made.
+	Freezer, CPU string
 
 	// procs are the directories a task joins to be inside the cgroup in
 	// every hierarchy: Dir and the mirrors.
@@ -117,6 +119,7 @@ func Create(l layout.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
 	}{
 		{l.Unified, layout.SelfUnified, &c.Unified},
 		{l.Freezer, layout.SelfFreezer, &c.Freezer},
+		{l.CPU, layout.SelfCPU, &c.CPU},
 	}
 	for _, m := range mirrors {
 		if m.h == nil {
@@ -161,8 +164,9 @@ func Enabled(dir, controller string) (bool, error) {
 	return slices.Contains(strings.Fields(string(b)), controller), nil
 }
 
-// EnableControllers enables memory, and io when the cgroup has it, for the
-// children of the v2 cgroup at dir, unless memory is enabled already. The
+// EnableControllers enables memory, and io and cpu when the cgroup has
+// them (cpu for the pacer's pace groups), for the children of the v2
+// cgroup at dir, unless memory is enabled already. The
 // kernel allows it only in a cgroup without tasks, or in the root (the
 // no-internal-process rule, kernel/cgroup/cgroup.c
 // cgroup_vet_subtree_control_enable). Each controller is written alone:
@@ -182,7 +186,7 @@ func EnableControllers(dir string) error {
 	if !slices.Contains(have, "memory") {
 		return fmt.Errorf("%s lists %q: %w", p, have, ErrNoMemoryController)
 	}
-	for _, c := range []string{"memory", "io"} {
+	for _, c := range []string{"memory", "io", "cpu"} {
 		if !slices.Contains(have, c) {
 			continue
 		}

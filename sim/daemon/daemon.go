@@ -31,8 +31,10 @@ type Daemon struct {
 	// ActiveInterval is the daemon's --active-interval; Latency the event
 	// latency from a threshold crossing to the report reaching the Core.
 	ActiveInterval, Latency time.Duration
-	// Tracker says the dirtied-bytes tracker is in force.
-	Tracker bool
+	// Tracker says the dirtied-bytes tracker is in force; Pace that the
+	// throttle paces the dirtying tasks by CPU bandwidth, with the
+	// freezer as its backstop (without it, the freezer throttles).
+	Tracker, Pace bool
 	// Log receives the daemon's logs; nil discards them.
 	Log *slog.Logger
 
@@ -62,7 +64,7 @@ func (d *Daemon) Start(k *kernel.Kernel) error {
 		level = slog.LevelDebug
 	}
 	d.core = sched.New(sched.Config{
-		Policy: d.Config, Tracker: d.Tracker, TrackingReason: "--dirty-tracker=off", Freezer: true, Counter: true,
+		Policy: d.Config, Tracker: d.Tracker, TrackingReason: "--dirty-tracker=off", Freezer: true, Pacer: d.Pace, Counter: true,
 		ActiveInterval: d.ActiveInterval, Reaction: d.Latency,
 		// The slow safety scan and the audit are beyond any run.
 		ScanInterval: 1 << 62, AuditInterval: 1 << 62, Log: level,
@@ -177,6 +179,9 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 			}
 			r.Stats = append(r.Stats, s)
 		}
+		if op.Paced != nil {
+			r.PacedCPU, _ = op.Paced.CPU()
+		}
 		if op.Dirtied && r.Err == nil {
 			r.Dirtied, r.DirtiedErr = h.Dirtied(ctx, op.Cgroup)
 			r.HasDirtied = r.DirtiedErr == nil
@@ -189,6 +194,12 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 		r.Err = op.Episode.Refreeze()
 	case sched.End:
 		r.Err = op.Episode.End()
+	case sched.Pace:
+		r.Paced, r.Err = h.Pace(ctx, op.Cgroup, op.Quota, op.Period)
+	case sched.SetPace:
+		r.Err = op.Paced.Set(op.Quota, op.Period)
+	case sched.Unpace:
+		r.Err = op.Paced.End()
 	case sched.WriteOut:
 		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup)
 	case sched.Flush:

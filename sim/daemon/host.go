@@ -37,6 +37,8 @@ type Host struct {
 	// Freezes counts freezes and refreezes; LongestFreeze is the longest.
 	Freezes       int64
 	LongestFreeze time.Duration
+	// Paces counts pacing episodes.
+	Paces int64
 
 	frozenAt map[host.Cgroup]kernel.Time // start of the freeze in force
 }
@@ -187,3 +189,88 @@ func (h *Host) Kernel() *kernel.Kernel { return h.k }
 
 // Now is the simulated clock.
 func (h *Host) Now() time.Time { return epoch.Add(time.Duration(h.k.Now())) }
+
+var _ host.Pacer = (*Host)(nil)
+
+// Pace puts cg's dirtying tasks (those that have written pages) in a cpu
+// group of their own, beneath the group the first of them runs in, at
+// quota per period: the CFS bandwidth model (sim/kernel,
+// sched_fair_bandwidth.go), as the real pacer makes a pace group beneath
+// the threads' own cpu cgroup. Tasks that begin writing later join it at
+// the next Set.
+func (h *Host) Pace(_ context.Context, cg host.Cgroup, quota, period time.Duration) (host.Paced, error) {
+	m, err := h.id(cg)
+	if err != nil {
+		return nil, err
+	}
+	e := &paced{h: h, m: m, g: -1, home: map[*kernel.Task]int32{}}
+	if err := e.Set(quota, period); err != nil {
+		return nil, err
+	}
+	h.Paces++
+	return e, nil
+}
+
+// paced is one pacing episode on the simulated kernel (host.Paced).
+type paced struct {
+	h     *Host
+	m     int32
+	g     int32 // the pace group; -1 until a dirtier is found
+	home  map[*kernel.Task]int32
+	tasks []*kernel.Task // in the order they were paced
+	ended bool
+}
+
+// Set paces the cgroup's dirtiers at quota per period.
+func (e *paced) Set(quota, period time.Duration) error {
+	if e.ended {
+		return nil
+	}
+	k := e.h.k
+	for _, t := range k.Tasks(e.m) {
+		if t.Written == 0 || t.Done() {
+			continue
+		}
+		if _, ok := e.home[t]; ok {
+			continue
+		}
+		if e.g < 0 {
+			e.g = k.NewCPUGroup(k.CPUGroupOf(t), k.MemcgName(e.m)+"/memcgd.pace")
+		}
+		e.home[t] = k.CPUGroupOf(t)
+		e.tasks = append(e.tasks, t)
+		k.MoveTask(t, e.g)
+	}
+	if e.g < 0 {
+		return nil
+	}
+	q := kernel.Time(quota)
+	if quota == 0 {
+		q = kernel.RuntimeInf
+	}
+	return k.SetCPUMax(e.g, q, kernel.Time(period), 0)
+}
+
+// CPU is the pace group's cpu.stat usage.
+func (e *paced) CPU() (time.Duration, error) {
+	if e.g < 0 {
+		return 0, nil
+	}
+	return time.Duration(e.h.k.CPUStat(e.g).Usage), nil
+}
+
+// End puts the tasks back in their groups and lifts the group's quota.
+func (e *paced) End() error {
+	if e.ended {
+		return nil
+	}
+	e.ended = true
+	if e.g < 0 {
+		return nil
+	}
+	k := e.h.k
+	for _, t := range e.tasks {
+		k.MoveTask(t, e.home[t])
+	}
+	return k.SetCPUMax(e.g, kernel.RuntimeInf, kernel.DefaultCFSPeriod, 0)
+}

@@ -9,10 +9,12 @@ import (
 	"github.com/memcgd/memcgd/sim/run"
 )
 
-// E4, the noisy neighbour: freezing the noisy cgroup (memcgd's closed
-// loop) stops the sleeper that shares it, while pacing only the writer's
-// thread with CFS bandwidth leaves the sleeper on time and holds the
-// writer to its quota's share of the CPU; the stock kernel's global dirty
+// E4, the noisy neighbour: freezing the noisy cgroup (memcgd with
+// --pace=off) stops the sleeper that shares it, while pacing only the
+// writer's thread with CFS bandwidth (memcgd, and the static cpu-max)
+// leaves the sleeper on time; memcgd's pace holds the writer's
+// dirty+writeback near its 64M limit, with no freeze, at about the
+// disk's rate, and the static quota holds it to its share of the CPU; the stock kernel's global dirty
 // limit throttles a modest buffered writer in another cgroup, and seed
 // 004's per-cgroup limit does not; a WAL's commits wait behind the
 // noisy writer's full disk queue twice (data, then the journal). The
@@ -20,13 +22,23 @@ import (
 func TestE4FreezingStopsTheSleeperWhereCPUPacingDoesNot(t *testing.T) {
 	sc, rs, _ := runEmbedded(t, "e4")
 	sleeper := func(v string) run.WorkloadResult { return wl(rs[v], "sleeper") }
-	if late := sleeper("memcgd").Latencies.Percentile(99); late < 10*kernel.Millisecond {
-		t.Errorf("memcgd: the sleeper's p99 wake-up is %v late, want the freezes to show (over 10 ms)", late)
+	if late := sleeper("memcgd-freeze").Latencies.Percentile(99); late < 10*kernel.Millisecond {
+		t.Errorf("memcgd-freeze: the sleeper's p99 wake-up is %v late, want the freezes to show (over 10 ms)", late)
 	}
-	if fr := sleeper("memcgd").Stopped[kernel.StopFrozen]; fr < kernel.Second {
-		t.Errorf("memcgd: the sleeper was frozen %v, want over a second of the writer's freezes", fr)
+	if fr := sleeper("memcgd-freeze").Stopped[kernel.StopFrozen]; fr < kernel.Second {
+		t.Errorf("memcgd-freeze: the sleeper was frozen %v, want over a second of the writer's freezes", fr)
 	}
-	for _, v := range []string{"stock", "cpu-max"} {
+	m := rs["memcgd"]
+	if m.Daemon.Freezes != 0 || m.Daemon.Paces == 0 {
+		t.Errorf("memcgd: %d freezes, %d paces: want the writer paced, never frozen", m.Daemon.Freezes, m.Daemon.Paces)
+	}
+	if limit := int64(64 << 20); m.P99Dirty*kernel.PageSize > limit*5/4 {
+		t.Errorf("memcgd: p99 dirty+writeback %d MiB, want within 1.25 × the 64M limit", m.P99Dirty*kernel.PageSize>>20)
+	}
+	if w, disk := wl(m, "writer").Throughput(), float64(sc.Disks[0].WriteBandwidth); w < 0.9*disk {
+		t.Errorf("memcgd: the paced writer at %.0f B/s, want at least 0.9 × the disk's %.0f", w, disk)
+	}
+	for _, v := range []string{"stock", "cpu-max", "memcgd"} {
 		if late := sleeper(v).Latencies.Percentile(100); late != 0 {
 			t.Errorf("%s: the sleeper woke up to %v late, want on time", v, late)
 		}

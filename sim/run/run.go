@@ -92,6 +92,8 @@ type DaemonStats struct {
 	// throttle's own RunFor deadline (DriverFreezes of them; DriverThaws
 	// its HoldFor thaws); Wakeups the watcher's reports.
 	Freezes, DriverFreezes, DriverThaws, Wakeups int64
+	// Paces counts pacing episodes of the dirtying tasks.
+	Paces int64
 }
 
 // Sample is one point of the time series, of the focus cgroup.
@@ -265,7 +267,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 			return nil, err
 		}
 		dmn = &daemon.Daemon{H: daemon.NewHost(k), Config: cfg, ActiveInterval: v.Memcgd.Interval, Latency: v.Memcgd.Latency,
-			Tracker: v.Memcgd.Tracker}
+			Tracker: v.Memcgd.Tracker, Pace: v.Memcgd.Pace}
 		if err := dmn.Start(k); err != nil {
 			return nil, err
 		}
@@ -331,7 +333,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	if dmn != nil {
 		h, st := dmn.H, dmn.Stats()
 		res.Daemon = &DaemonStats{Steps: st.Steps, WriteOuts: h.WriteOuts, Flushes: h.Flushes, Reclaimed: h.Reclaimed,
-			Frozen: h.Frozen, Freezes: h.Freezes, DriverFreezes: st.DriverFreezes, DriverThaws: st.DriverThaws,
+			Frozen: h.Frozen, Freezes: h.Freezes, DriverFreezes: st.DriverFreezes, DriverThaws: st.DriverThaws, Paces: h.Paces,
 			Wakeups: dmn.Wakeups, Errors: dmn.Errors()}
 	}
 	res.DirtyBytes = k.Knobs(focus).DirtyBytes

@@ -191,6 +191,10 @@ type Memcgd struct {
 	// Tracker: the eBPF dirty tracker is in force (the default); without
 	// it the daemon polls a dirtying cgroup (--dirty-tracker=off).
 	Tracker bool
+	// Pace: the throttle paces the dirtying tasks by CPU bandwidth, the
+	// freezer only its backstop (the default); without it the freezer
+	// throttles (--pace=off).
+	Pace bool
 }
 
 // TableNoisyNeighbour is the noisy-neighbour table (E4): each workload's
@@ -362,6 +366,7 @@ type memcgdT struct {
 	Interval scalar `yaml:"interval"`
 	Latency  scalar `yaml:"latency"`
 	Tracker  scalar `yaml:"tracker"`
+	Pace     scalar `yaml:"pace"`
 }
 
 type reportT struct {
@@ -774,6 +779,7 @@ func (p *parser) scenario(f *fileT) *Scenario {
 				Interval: p.duration(w+".memcgd.interval", v.Memcgd.Interval, 50*time.Millisecond),
 				Latency:  p.duration(w+".memcgd.latency", v.Memcgd.Latency, time.Millisecond),
 				Tracker:  p.oneOf(w+".memcgd.tracker", v.Memcgd.Tracker, "true", "true", "false") == "true",
+				Pace:     p.oneOf(w+".memcgd.pace", v.Memcgd.Pace, "true", "true", "false") == "true",
 			}
 			if x.Memcgd.Interval <= 0 && p.err == nil {
 				p.fail(w+".memcgd.interval", v.Memcgd.Interval, "a positive duration such as 50ms")

@@ -1,0 +1,562 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/cgroupfs/format"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/host"
+	"golang.org/x/sys/unix"
+)
+
+// Pacing a memory cgroup's dirtying threads by CPU bandwidth (host.Pacer).
+// The threads alone go into a pace group, a cgroup of the cpu controller
+// named journal.PaceGroupName beneath the cpu cgroup they are in, with a
+// CFS quota per period; the cgroup's other tasks, and the threads' memory
+// cgroup, stay as they are. Because the pace group is a child of the
+// threads' own cpu cgroup, the tenant's own CPU limit still holds over
+// it, and memcgd never writes the tenant's: it can only lower what the
+// threads get (kernel/sched/fair.c, tg_cfs_schedulable_down: a child's
+// quota is bounded by its parent's).
+//
+//   - cgroup v1 (the cpu controller on a v1 hierarchy): each hierarchy takes
+//     thread ids in tasks, so the threads move alone.
+//   - cgroup v2: the pace group is a threaded child of the threads' leaf,
+//     which thereby becomes a threaded domain: memory is still charged to
+//     the leaf (all its processes belong to the threaded domain), and the
+//     cpu controller is enabled in the leaf's cgroup.subtree_control for
+//     the child (Documentation/admin-guide/cgroup-v2.rst, "Threads"). A
+//     leaf that cannot become a threaded domain (it has children, or
+//     domain controllers enabled below it) is not paced.
+//
+// Every pace group, and on v2 the +cpu, is journalled before it is made,
+// and End (or the next start's Recover) moves the threads back to the
+// cgroup they came from and removes the group.
+
+// ErrNotPaceable reports a cgroup whose dirtying threads the hierarchy
+// does not let memcgd pace: it wraps errors.ErrUnsupported, so that the
+// freezer throttles the cgroup instead.
+var ErrNotPaceable = fmt.Errorf("cannot pace: %w", errors.ErrUnsupported)
+
+// Pacer begins pacing episodes. Its zero value is not usable: set Layout,
+// ProcRoot and Journal.
+type Pacer struct {
+	Layout   layout.Layout
+	ProcRoot string
+	Journal  *journal.Journal
+	// Under is the subtree, a hierarchy path (the config's manage.under),
+	// beneath which the pacer may make pace groups in the cpu hierarchy:
+	// a thread whose cpu cgroup lies outside it is not paced.
+	Under host.Cgroup
+	// Dirtiers, if set, lists the threads of a memory cgroup that dirty
+	// pages now (the eBPF tracker's). Without it the pacer compares the
+	// write_bytes of each thread of the cgroup (/proc/TID/io), which
+	// counts the bytes a task dirties, buffered writes and stores to
+	// shared mappings alike (task_io_account_write, folio_account_dirtied
+	// in mm/page-writeback.c).
+	Dirtiers func(cg host.Cgroup) ([]int, error)
+
+	mu      sync.Mutex
+	samples map[host.Cgroup]threadSample // the last write_bytes per thread, by memory cgroup
+}
+
+// threadSample is the write_bytes of a cgroup's threads, when read.
+type threadSample struct {
+	at    time.Time
+	bytes map[int]uint64
+}
+
+// sampleGap is how long the pacer waits between two samples of the
+// threads' write_bytes when it has no recent one: a writer at 1 GB/s
+// dirties 5 MB in it.
+const sampleGap = 5 * time.Millisecond
+
+// sampleMaxAge is the oldest a sample may be to tell the dirtiers by.
+const sampleMaxAge = 2 * time.Second
+
+// Forget drops what the pacer keeps of cg.
+func (p *Pacer) Forget(cg host.Cgroup) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.samples, cg)
+}
+
+// Pace begins an episode of cg's dirtying threads at quota per period.
+// Threads that begin dirtying later are paced at the episode's next Set.
+// The episode ends when ctx ends, if End was not called before.
+func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Duration) (host.Paced, error) {
+	if err := checkPace(quota, period); err != nil {
+		return nil, err
+	}
+	v2 := p.Layout.Memory.Version == layout.V2 && p.Layout.CPU == nil
+	if !v2 && p.Layout.CPU == nil {
+		return nil, fmt.Errorf("pace %s: no cpu controller on a v1 hierarchy, nor memory on v2: %w", cg, ErrNotPaceable)
+	}
+	e := &Paced{p: p, cg: cg, v2: v2, quota: quota, period: period, groups: map[string]*paceGroup{}}
+	tids, err := p.dirtiers(ctx, cg)
+	if err != nil {
+		return nil, fmt.Errorf("pace %s: %w", cg, err)
+	}
+	e.mu.Lock()
+	err = e.adopt(ctx, tids)
+	e.mu.Unlock()
+	if err != nil {
+		_ = e.End()
+		return nil, fmt.Errorf("pace %s: %w", cg, err)
+	}
+	e.mu.Lock()
+	e.stop = context.AfterFunc(ctx, func() { _ = e.End() })
+	e.mu.Unlock()
+	return e, nil
+}
+
+// checkPace checks a pace against what CFS takes (tg_set_cfs_bandwidth in
+// kernel/sched/core.c: a period of 1 ms to 1 s, a quota of at least 1 ms,
+// or none: 0 here).
+func checkPace(quota, period time.Duration) error {
+	if period < time.Millisecond || period > time.Second {
+		return fmt.Errorf("pace period: invalid value %v: allowed 1ms to 1s", period)
+	}
+	if quota != 0 && quota < time.Millisecond {
+		return fmt.Errorf("pace quota: invalid value %v: allowed at least 1ms, or 0 for no limit", quota)
+	}
+	return nil
+}
+
+// Paced is one pacing episode (host.Paced). It is safe for concurrent
+// use: the end of the episode's context calls End from another goroutine.
+type Paced struct {
+	p  *Pacer
+	cg host.Cgroup
+	v2 bool
+
+	mu            sync.Mutex // guards the fields below
+	quota, period time.Duration
+	groups        map[string]*paceGroup // by the directory of the cpu cgroup the threads came from
+	ended         bool
+	stop          func() bool
+	// cpu is the CPU time the threads no longer in a group used while
+	// paced (v1, which counts per thread); base is each paced thread's
+	// when it was paced, last when CPU last read it.
+	cpu        time.Duration
+	base, last map[int]time.Duration
+}
+
+var _ host.Paced = (*Paced)(nil)
+
+// paceGroup is one pace group of an episode.
+type paceGroup struct {
+	dir     string // the pace group's directory
+	parent  string // the cpu cgroup the threads came from
+	records []uint64
+}
+
+// Set changes the episode's pace and paces the cgroup's threads that
+// began dirtying since.
+func (e *Paced) Set(quota, period time.Duration) error {
+	if err := checkPace(quota, period); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tids, err := e.p.dirtiers(ctx, e.cg)
+	if err != nil && !errors.Is(err, host.ErrVanished) {
+		return fmt.Errorf("set pace of %s: %w", e.cg, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return nil
+	}
+	e.quota, e.period = quota, period
+	for _, g := range e.groups {
+		if err := e.setLimit(g); err != nil {
+			return fmt.Errorf("set pace of %s: %w", e.cg, err)
+		}
+	}
+	if err := e.adopt(ctx, tids); err != nil && !errors.Is(err, ErrNotPaceable) {
+		return fmt.Errorf("set pace of %s: %w", e.cg, err)
+	}
+	return nil
+}
+
+// CPU is the CPU time the paced threads have used within the episode:
+// on v2 the pace groups' cpu.stat usage; on v1, which has no usage file
+// in the cpu controller, the threads' own run time
+// (/proc/TID/schedstat) since each was paced, a thread gone counting what
+// it had used when last read.
+func (e *Paced) CPU() (time.Duration, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.v2 {
+		var total time.Duration
+		for _, g := range e.groups {
+			used, err := cpuUsage(filepath.Join(g.dir, "cpu.stat"))
+			if err != nil {
+				return 0, err
+			}
+			total += used
+		}
+		return total, nil
+	}
+	var live []int
+	for _, g := range e.groups {
+		tids, err := journal.ReadTIDs(filepath.Join(g.dir, journal.FileTasksV1))
+		if err != nil {
+			return 0, err
+		}
+		live = append(live, tids...)
+	}
+	total := e.cpu
+	for tid, b := range e.base {
+		if slices.Contains(live, tid) {
+			if run, err := e.p.threadCPU(tid); err == nil && run >= e.last[tid] {
+				e.last[tid] = run
+			}
+		} else {
+			e.cpu += e.last[tid] - b
+			total += e.last[tid] - b
+			delete(e.base, tid)
+			delete(e.last, tid)
+			continue
+		}
+		total += e.last[tid] - b
+	}
+	return total, nil
+}
+
+// End releases the threads and removes the pace groups. Calls after the
+// first do nothing.
+func (e *Paced) End() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return nil
+	}
+	e.ended = true
+	if e.stop != nil {
+		e.stop() // returns at once, even from within the AfterFunc
+	}
+	var errs []error
+	for _, g := range e.groups {
+		if _, err := journal.ReleasePaceGroup(g.dir, e.threadsFile()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		// The +cpu record (v2) is the older: done last.
+		for _, id := range slices.Backward(g.records) {
+			if err := e.p.undo(id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	e.groups = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("end pacing of %s: %w", e.cg, errors.Join(errs...))
+	}
+	return nil
+}
+
+// threadsFile is the file a pace group lists its threads in.
+func (e *Paced) threadsFile() string {
+	if e.v2 {
+		return journal.FileThreads
+	}
+	return journal.FileTasksV1
+}
+
+// adopt puts the threads tids into the episode's pace groups, making a
+// group where a thread's cpu cgroup has none yet. A thread in no cgroup
+// the pacer may act on (outside Under, in another hierarchy's way) is
+// left alone; if no thread at all can be paced and the hierarchy is why,
+// it returns ErrNotPaceable. Caller holds e.mu.
+func (e *Paced) adopt(ctx context.Context, tids []int) error {
+	var refused error
+	for _, tid := range tids {
+		parent, err := e.cpuCgroup(tid)
+		switch {
+		case errors.Is(err, host.ErrVanished):
+			continue
+		case err != nil:
+			refused = err
+			continue
+		case filepath.Base(parent) == journal.PaceGroupName:
+			continue // paced already
+		}
+		g, ok := e.groups[parent]
+		if !ok {
+			g, err = e.makeGroup(ctx, parent)
+			if err != nil {
+				refused = err
+				continue
+			}
+			e.groups[parent] = g
+		}
+		if !e.v2 {
+			if run, err := e.p.threadCPU(tid); err == nil {
+				if e.base == nil {
+					e.base, e.last = map[int]time.Duration{}, map[int]time.Duration{}
+				}
+				e.base[tid], e.last[tid] = run, run
+			}
+		}
+		switch err := ctlfile.Write(filepath.Join(g.dir, e.threadsFile()), strconv.Itoa(tid)); {
+		case err == nil, errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
+		default:
+			return fmt.Errorf("move thread %d into %s: %w", tid, g.dir, err)
+		}
+	}
+	if len(e.groups) == 0 && refused != nil {
+		return refused
+	}
+	return nil
+}
+
+// cpuCgroup returns the directory of tid's cpu cgroup, refusing one the
+// pacer may not make a group beneath.
+func (e *Paced) cpuCgroup(tid int) (string, error) {
+	b, err := os.ReadFile(filepath.Join(e.p.ProcRoot, strconv.Itoa(tid), "cgroup"))
+	if err != nil {
+		return "", fmt.Errorf("thread %d: %w", tid, ctlfile.Vanished(err))
+	}
+	lines, err := format.ParseProcCgroup(b)
+	if err != nil {
+		return "", fmt.Errorf("thread %d: %w", tid, err)
+	}
+	h := e.p.Layout.CPU
+	if e.v2 {
+		h = &e.p.Layout.Memory
+	}
+	for _, l := range lines {
+		if e.v2 && l.ID == 0 && l.Controllers == nil || !e.v2 && l.Has("cpu") {
+			cg := host.Cgroup(l.Path)
+			if _, ok := layout.Within(string(e.p.Under), string(cg)); !ok || strings.HasPrefix(l.Path, "/..") {
+				return "", fmt.Errorf("thread %d: its cpu cgroup %s is outside manage.under %s: %w", tid, cg, e.p.Under, ErrNotPaceable)
+			}
+			return h.Dir(cg), nil
+		}
+	}
+	return "", fmt.Errorf("thread %d: no cpu cgroup in /proc/%d/cgroup: %w", tid, tid, ErrNotPaceable)
+}
+
+// makeGroup makes the pace group beneath parent, journalled first, with
+// the episode's limit.
+func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error) {
+	g := &paceGroup{dir: filepath.Join(parent, journal.PaceGroupName), parent: parent}
+	if e.v2 {
+		if err := e.p.enableCPU(ctx, g, parent); err != nil {
+			return nil, err
+		}
+	}
+	c, err := journal.PaceGroupChange(parent, e.threadsFile())
+	if err != nil {
+		e.undoAll(g)
+		return nil, err
+	}
+	id, err := e.p.Journal.Record(c)
+	if err != nil {
+		e.undoAll(g)
+		return nil, err
+	}
+	g.records = append(g.records, id)
+	if err := unix.Mkdir(g.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		e.undoAll(g)
+		return nil, fmt.Errorf("make pace group %s: %w", g.dir, err)
+	}
+	if e.v2 {
+		if err := ctlfile.Write(filepath.Join(g.dir, "cgroup.type"), "threaded"); err != nil {
+			_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile())
+			e.undoAll(g)
+			return nil, fmt.Errorf("make pace group %s threaded (the leaf cannot be a threaded domain): %v: %w", g.dir, err, ErrNotPaceable)
+		}
+	}
+	if err := e.setLimit(g); err != nil {
+		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile())
+		e.undoAll(g)
+		return nil, err
+	}
+	return g, nil
+}
+
+// undoAll undoes g's journal records, newest first.
+func (e *Paced) undoAll(g *paceGroup) {
+	for _, id := range slices.Backward(g.records) {
+		_ = e.p.undo(id)
+	}
+	g.records = nil
+}
+
+// setLimit writes the episode's pace to g; the quota is shared between
+// the episode's groups.
+func (e *Paced) setLimit(g *paceGroup) error {
+	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	quota := "max" // v2's no limit; v1's is -1
+	if e.quota > 0 {
+		quota = us(max(e.quota/time.Duration(max(len(e.groups), 1)), time.Millisecond))
+	}
+	if e.v2 {
+		return ctlfile.Write(filepath.Join(g.dir, "cpu.max"), quota+" "+us(e.period))
+	}
+	if quota == "max" {
+		quota = "-1"
+	}
+	// Period first: a quota written against the old period could be
+	// refused where the new pair is not (tg_cfs_schedulable_down).
+	if err := ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_period_us"), us(e.period)); err != nil {
+		return err
+	}
+	return ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_quota_us"), quota)
+}
+
+// enableCPU enables the cpu controller in leaf's cgroup.subtree_control,
+// journalled, unless it is already (v2).
+func (p *Pacer) enableCPU(ctx context.Context, g *paceGroup, leaf string) error {
+	ctl := filepath.Join(leaf, journal.FileSubtreeControl)
+	cur, err := ctlfile.Read(ctl)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(strings.Fields(cur), "cpu") {
+		return nil
+	}
+	avail, err := ctlfile.Read(filepath.Join(leaf, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(strings.Fields(avail), "cpu") {
+		return fmt.Errorf("%s: the cpu controller is not enabled for it by its parent: %w", leaf, ErrNotPaceable)
+	}
+	c, err := journal.SubtreeCPUChange(leaf)
+	if err != nil {
+		return err
+	}
+	id, err := p.Journal.Record(c)
+	if err != nil {
+		return err
+	}
+	g.records = append(g.records, id)
+	if err := ctlfile.WriteCtx(ctx, ctl, "+cpu"); err != nil {
+		return fmt.Errorf("enable cpu below %s: %v: %w", leaf, err, ErrNotPaceable)
+	}
+	return nil
+}
+
+// undo undoes journal record id at once (what Recover would do) and marks
+// it done.
+func (p *Pacer) undo(id uint64) error {
+	return p.Journal.UndoNow(id)
+}
+
+// threadCPU is the time tid has run, from /proc/TID/schedstat's first
+// field (nanoseconds; kernel/sched/stats.c, show_schedstat).
+func (p *Pacer) threadCPU(tid int) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(p.ProcRoot, strconv.Itoa(tid), "schedstat"))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/%d/schedstat: empty", tid)
+	}
+	ns, err := strconv.ParseUint(f[0], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
+	}
+	return time.Duration(ns), nil
+}
+
+// cpuUsage reads usage_usec from a v2 cpu.stat.
+func cpuUsage(p string) (time.Duration, error) {
+	s, err := ctlfile.Read(p)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 63)
+			if err != nil {
+				return 0, fmt.Errorf("read %s: usage_usec %q: %w", p, v, err)
+			}
+			return time.Duration(us) * time.Microsecond, nil
+		}
+	}
+	return 0, fmt.Errorf("read %s: no usage_usec", p)
+}
+
+// dirtiers returns the threads of cg that dirtied pages lately: Dirtiers'
+// answer, or those whose write_bytes grew since the last sample (taking
+// two samples sampleGap apart when the last is too old).
+func (p *Pacer) dirtiers(ctx context.Context, cg host.Cgroup) ([]int, error) {
+	if p.Dirtiers != nil {
+		return p.Dirtiers(cg)
+	}
+	p.mu.Lock()
+	prev, ok := p.samples[cg]
+	p.mu.Unlock()
+	if !ok || time.Since(prev.at) > sampleMaxAge {
+		s, err := p.sample(cg)
+		if err != nil {
+			return nil, err
+		}
+		t := time.NewTimer(sampleGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		prev = s
+	}
+	cur, err := p.sample(cg)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.samples == nil {
+		p.samples = map[host.Cgroup]threadSample{}
+	}
+	p.samples[cg] = cur
+	p.mu.Unlock()
+	var out []int
+	for tid, n := range cur.bytes {
+		if n > prev.bytes[tid] { // a thread new since counts from 0
+			out = append(out, tid)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// sample reads the write_bytes of every thread of cg.
+func (p *Pacer) sample(cg host.Cgroup) (threadSample, error) {
+	file := "tasks"
+	if p.Layout.Memory.Version == layout.V2 {
+		file = journal.FileThreads
+	}
+	tids, err := journal.ReadTIDs(filepath.Join(p.Layout.Memory.Dir(cg), file))
+	if err != nil {
+		return threadSample{}, err
+	}
+	s := threadSample{at: time.Now(), bytes: make(map[int]uint64, len(tids))}
+	for _, tid := range tids {
+		b, err := os.ReadFile(filepath.Join(p.ProcRoot, strconv.Itoa(tid), "io"))
+		if err != nil {
+			continue // exited, or not ours to read
+		}
+		var io format.TaskIO
+		if format.ParseTaskIO(b, &io) == nil {
+			s.bytes[tid] = io.WriteBytes
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,158 @@
+package act_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/act"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/host"
+)
+
+// paceable returns the layout if this host lets the pacer pace: the cpu
+// controller on a v1 hierarchy, or memory on v2 with cpu available to
+// the test's cgroups; else the test ends (a failure in CI).
+func paceable(t *testing.T) layout.Layout {
+	t.Helper()
+	l := cgrouptest.Layout(t)
+	if l.CPU == nil && l.Memory.Version != layout.V2 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no cpu controller on v1 and memory not on v2: cannot test the pacer")
+		}
+		t.Skip("no cpu controller on v1 and memory not on v2")
+	}
+	return l
+}
+
+// threadCgroup returns the directory of pid's cgroup in the pacer's
+// hierarchy (v1 cpu, or the unified one on v2).
+func threadCgroup(t *testing.T, l layout.Layout, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if l.CPU != nil && slices.Contains(strings.Split(f[1], ","), "cpu") {
+			return l.CPU.Dir(host.Cgroup(f[2]))
+		}
+		if l.CPU == nil && f[0] == "0" {
+			return l.Memory.Dir(host.Cgroup(f[2]))
+		}
+	}
+	t.Fatalf("no cpu cgroup for %d", pid)
+	return ""
+}
+
+// The pacer moves only the dirtying thread into a pace group beneath its
+// own cpu cgroup, where CFS holds it to its quota; the cgroup's other
+// task stays where it was; End puts the writer back and removes the
+// group; nothing is left in the journal.
+func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
+	l := paceable(t)
+	c := cgrouptest.New(t, l, 2<<30)
+	j := cgrouptest.Journal(t, l)
+	dir := cgrouptest.DiskDir(t)
+	// A writer that outlasts the test's measure unpaced (1 GiB), and a
+	// task that only sleeps.
+	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
+	sleeper := c.Start(t, "sleep", "3600")
+	time.Sleep(100 * time.Millisecond) // the shell's dd is running
+	home := threadCgroup(t, l, sleeper.Process.Pid)
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	ctx := t.Context()
+	e, err := p.Pace(ctx, c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := filepath.Join(home, journal.PaceGroupName)
+	file := journal.FileTasksV1
+	if l.CPU == nil {
+		file = journal.FileThreads
+	}
+	tids, err := journal.ReadTIDs(filepath.Join(group, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tids) == 0 {
+		t.Fatalf("no thread in the pace group %s", group)
+	}
+	if threadCgroup(t, l, sleeper.Process.Pid) != home {
+		t.Errorf("the sleeper moved: it dirties nothing")
+	}
+	if !slices.Equal(tids, []int{writer.Process.Pid}) {
+		t.Errorf("the pace group holds %v: want the dirtying dd alone (%d)", tids, writer.Process.Pid)
+	}
+	// Held to about 20 % of a CPU, by its own run time and by CPU().
+	run0, cpu0 := runtime(t, writer.Process.Pid), must(e.CPU())
+	time.Sleep(500 * time.Millisecond)
+	run1, cpu1 := runtime(t, writer.Process.Pid), must(e.CPU())
+	share := float64(run1-run0) / float64(500*time.Millisecond)
+	t.Logf("paced at 2ms/10ms: %.2f of a CPU over 500 ms; CPU() counted %v of its %v", share, cpu1-cpu0, run1-run0)
+	if share > 0.35 || share < 0.05 {
+		t.Errorf("the paced writer used %.2f of a CPU, want about 0.2", share)
+	}
+	if d := (cpu1 - cpu0) - (run1 - run0); d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("CPU() counted %v, the writer ran %v", cpu1-cpu0, run1-run0)
+	}
+	if len(j.Pending()) == 0 {
+		t.Error("no journal record of the pace group while it exists")
+	}
+	if err := e.End(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pace group %s is left after End: %v", group, err)
+	}
+	if p := j.Pending(); len(p) != 0 {
+		t.Errorf("pending journal records after End: %v", p)
+	}
+}
+
+// A pace left behind by a crash (no End) is undone by the next start's
+// Recover: the threads go back, the group is removed.
+func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
+	l := paceable(t)
+	c := cgrouptest.New(t, l, 2<<30)
+	j := cgrouptest.Journal(t, l)
+	dir := cgrouptest.DiskDir(t)
+	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
+	time.Sleep(100 * time.Millisecond)
+	home := threadCgroup(t, l, writer.Process.Pid)
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := p.Pace(ctx, c.Path, 2*time.Millisecond, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	group := filepath.Join(home, journal.PaceGroupName)
+	if _, err := os.Stat(group); err != nil {
+		t.Fatal(err)
+	}
+	undone, err := j.Recover(context.Background())
+	if err != nil || len(undone) == 0 {
+		t.Fatalf("Recover = %v, %v: want the pace group undone", undone, err)
+	}
+	if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Recover left the pace group %s: %v", group, err)
+	}
+}
+
+// must returns v, failing the test on err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

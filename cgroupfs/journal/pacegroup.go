@@ -1,0 +1,173 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
+	"github.com/memcgd/memcgd/host"
+	"golang.org/x/sys/unix"
+)
+
+// A pace group is a cgroup memcgd makes to hold a tenant's dirtying
+// threads under a CPU bandwidth limit (cgroupfs/act's pacer): a directory
+// named PaceGroupName beneath the cgroup the threads were in, in the v1
+// cpu hierarchy, or a threaded child of the tenant's leaf on v2. Its
+// record is made before the directory: Path is the group's thread list
+// (FileTasksV1 or FileThreads), Cgroup the inode of the parent the
+// threads came from, and its undo moves every thread still in the group
+// back to that parent and removes the group. On v2 the pacer may also
+// enable the cpu controller in the leaf's cgroup.subtree_control: that is
+// a record of its own (Original "-cpu", Wrote "+cpu"), made before the
+// group's and so undone after it.
+const (
+	PaceGroupName      = "memcgd.pace"
+	FileTasksV1        = "tasks"
+	FileThreads        = "cgroup.threads"
+	FileSubtreeControl = "cgroup.subtree_control"
+)
+
+// PaceGroupChange is the record of a pace group made beneath parent, a
+// cgroupfs directory, whose threads are listed in file (FileTasksV1 or
+// FileThreads).
+func PaceGroupChange(parent, file string) (Change, error) {
+	ino, err := ctlfile.Ino(parent)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Path: filepath.Join(parent, PaceGroupName, file), Original: "", Wrote: "pace", Cgroup: ino}, nil
+}
+
+// SubtreeCPUChange is the record of memcgd enabling the cpu controller in
+// leaf's cgroup.subtree_control, for its pace group.
+func SubtreeCPUChange(leaf string) (Change, error) {
+	ino, err := ctlfile.Ino(leaf)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Path: filepath.Join(leaf, FileSubtreeControl), Original: "-cpu", Wrote: "+cpu", Cgroup: ino}, nil
+}
+
+// undoPaceGroup moves every thread of c's pace group back to the parent
+// it came from, and removes the group.
+func undoPaceGroup(c Change) (wrote bool, why string, err error) {
+	group := filepath.Dir(c.Path)
+	parent := filepath.Dir(group)
+	ino, err := ctlfile.Ino(parent)
+	switch {
+	case errors.Is(err, host.ErrVanished):
+		return false, "cgroup gone", nil
+	case err != nil:
+		return false, "", err
+	case ino != c.Cgroup:
+		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
+	}
+	if _, err := os.Stat(group); errors.Is(err, os.ErrNotExist) {
+		return false, "", nil // never made, or removed already
+	}
+	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path))
+	if err != nil {
+		return moved > 0, "", err
+	}
+	return true, "", nil
+}
+
+// ReleasePaceGroup moves every thread of the pace group at dir (listed in
+// file: FileTasksV1 or FileThreads) to its parent and removes dir. Threads
+// that exit meanwhile are skipped; it retries the removal while threads
+// still leave (an exiting task stays listed for a moment). It returns how
+// many threads it moved.
+func ReleasePaceGroup(dir, file string) (moved int, err error) {
+	parent := filepath.Join(filepath.Dir(dir), file)
+	for attempt := 0; ; attempt++ {
+		tids, err := ReadTIDs(filepath.Join(dir, file))
+		if errors.Is(err, host.ErrVanished) {
+			return moved, nil
+		}
+		if err != nil {
+			return moved, err
+		}
+		for _, tid := range tids {
+			switch err := ctlfile.Write(parent, fmt.Sprint(tid)); {
+			case err == nil:
+				moved++
+			case errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
+			default:
+				return moved, fmt.Errorf("move thread %d back to %s: %w", tid, parent, err)
+			}
+		}
+		err = unix.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+			return moved, nil
+		case errors.Is(err, unix.EBUSY) && attempt < 50:
+			time.Sleep(time.Millisecond)
+		default:
+			return moved, fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+}
+
+// ReadTIDs reads a cgroup's thread list (tasks, cgroup.threads).
+func ReadTIDs(p string) ([]int, error) {
+	s, err := ctlfile.Read(p)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(s) {
+		var tid int
+		if _, err := fmt.Sscan(f, &tid); err != nil {
+			return nil, fmt.Errorf("read %s: thread id %q: %w", p, f, err)
+		}
+		out = append(out, tid)
+	}
+	return out, nil
+}
+
+// undoSubtreeControl disables the cpu controller memcgd enabled in a
+// leaf's cgroup.subtree_control, if it is still enabled.
+func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
+	ino, err := ctlfile.FileIno(c.Path)
+	switch {
+	case errors.Is(err, host.ErrVanished):
+		return false, "cgroup gone", nil
+	case err != nil:
+		return false, "", err
+	case ino != c.Cgroup:
+		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
+	}
+	cur, err := ctlfile.Read(c.Path)
+	if err != nil {
+		return false, "", err
+	}
+	if !slices.Contains(strings.Fields(cur), "cpu") {
+		return false, "", nil // disabled already
+	}
+	if err := ctlfile.Write(c.Path, c.Original); err != nil {
+		return false, "", err
+	}
+	return true, "", nil
+}
+
+// UndoNow undoes pending change id at once, as Recover would, and marks
+// it done: the pacer's own undo, at the end of an episode or of a
+// failed start.
+func (j *Journal) UndoNow(id uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	c, ok := j.pending[id]
+	if !ok {
+		return fmt.Errorf("journal %s: undo %d: no such pending change", j.path, id)
+	}
+	_, _, err := j.undo(c)
+	if derr := j.done(id); err == nil {
+		err = derr
+	}
+	return err
+}

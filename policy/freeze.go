@@ -213,7 +213,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 // raced the look that would have held the cgroup: in E2 it thawed the
 // writer at 16-18 MiB 127 times in a run, each followed by a refreeze a
 // fraction of a millisecond later, the writer dirtying meanwhile
-// (docs/closedloop.md, "Sixth session"). A slow driver (a reaction delay
+// (docs/lab/2026-11-30-closedloop.md, "Sixth session"). A slow driver (a reaction delay
 // above MinLook) is not waited for: its timer keeps the sawtooth.
 func (c *Controller) holdFor(in Input, dirty uint64, left time.Duration) time.Duration {
 	if !c.bw.drainMeasured {

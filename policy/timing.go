@@ -81,7 +81,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 		// 5 ms after tens of ms of nothing, and a look sized from the
 		// 525 MB/s estimate (half the expected drain, 37 ms) came 14 ms
 		// after the cgroup had drained to nothing, the device idle
-		// throughout (docs/closedloop.md). A freeze is when the writer
+		// throughout (docs/lab/2026-11-30-closedloop.md). A freeze is when the writer
 		// certainly waits on the daemon: a step per millisecond is
 		// what that costs.
 		need(MinLook)
@@ -100,7 +100,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 			// nothing, reaches the freeze level: the tracker's
 			// wake-up is armed for that moment, but its delivery
 			// can come late (9 to 14 ms at p99 after a thaw on the
-			// v1 host, 20 to 28 MiB past the level; docs/results.md
+			// v1 host, 20 to 28 MiB past the level; docs/lab/2026-11-30-results.md
 			// "Second session"). A look that finds the level lower
 			// costs one step.
 			room := sat(c.freezeLevel(in), dirty)

@@ -196,7 +196,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	// 3 x, the old open loop). The p99 target of issue 7 is asserted only
 	// with MEMCGD_STRICT_TARGETS=1: on this 2-vCPU host with a
 	// non-preemptible kernel the sampler itself goes unscheduled for 20 to
-	// 320 ms under load, and so does the daemon; docs/closedloop.md has
+	// 320 ms under load, and so does the daemon; docs/lab/2026-11-30-closedloop.md has
 	// the figures, met and missed.
 	// In the VM the emulated disk can be as fast as the emulated CPU
 	// dirties, and write-out past the background threshold alone can keep

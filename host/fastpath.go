@@ -12,6 +12,10 @@ type DirtyPath struct {
 	// Tracker is true when the fast tracker is in force: Dirtied is its
 	// monotonic per-cgroup counter and Watchers honour Wake.DirtiedAbove.
 	Tracker bool
+	// Levels is true when the tracker also counts each cgroup's
+	// dirty+writeback in the kernel and Watchers honour Wake.LevelAbove
+	// and LevelBelow.
+	Levels bool
 	// Reason says why the host polls, when Tracker is false: the
 	// tracker's load error, or that it was disabled.
 	Reason string

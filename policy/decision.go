@@ -96,6 +96,11 @@ type Wake struct {
 	// included) passes this absolute value. memcg.NoLimit without
 	// Input.Tracker.
 	DirtiedAbove uint64
+	// LevelAbove and LevelBelow report the cgroup once its dirty+writeback
+	// rises above or falls below these bytes (the tracker's level,
+	// Input.LevelWakes): a paced cgroup is then looked at when its pace
+	// must change, not polled. memcg.NoLimit and 0 are off.
+	LevelAbove, LevelBelow uint64
 }
 
 // Decision is what to do for one cgroup now and when to look again. The

@@ -66,6 +66,11 @@ type Input struct {
 	ReclaimStep uint64
 	// Freezer says how the driver can stop the cgroup's tasks.
 	Freezer Freezer
+	// LevelWakes says the watcher reports dirty+writeback crossing
+	// Wake.LevelAbove and LevelBelow (the tracker counts it in the
+	// kernel): a paced cgroup is looked at every PaceLevelLook, and
+	// between by those reports.
+	LevelWakes bool
 	// Pacer says the driver can pace the cgroup's dirtying tasks by CPU
 	// bandwidth (pace.go): the throttle paces them, and the freezer is
 	// only its backstop. Paced is the pace in force as the driver holds

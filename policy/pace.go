@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"time"
 
 	"github.com/memcgd/memcgd/memcg"
@@ -84,6 +85,9 @@ const (
 	// holds the pace between looks, and pos_ratio moves little in a few
 	// milliseconds of a pace near the device's speed.
 	PaceInterval = 5 * time.Millisecond
+	// PaceLevelLook is how often a paced cgroup is looked at when the
+	// watcher reports its dirty+writeback level (Input.LevelWakes).
+	PaceLevelLook = 50 * time.Millisecond
 	// PaceLinger is how long a pace stays after dirty+writeback fell to
 	// the freerun ceiling: a writer that dirties again within it is paced
 	// at once, without moving its tasks again.
@@ -175,6 +179,36 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 // CPU-second, as the pace measured it (or assumes it, before a
 // measurement).
 func (c *Controller) Efficiency() uint64 { return uint64(c.efficiency()) }
+
+// paceBand is the dirty+writeback range within which pace p stands: the
+// levels at which pos_ratio, and so the share, would have moved by
+// PaceTolerance (the cubic of pos_ratio_polynom() inverted:
+// dirty = setpoint - (limit - setpoint) * cbrt(pos - 1)), the freerun
+// ceiling below, and the backstop above when the pace is at its least.
+func (c *Controller) paceBand(in Input, p Pacing) (above, below uint64) {
+	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	freerun := in.Dirty.Freerun()
+	if !p.Limited() || c.WriteBandwidth() == 0 {
+		return freerun, 0 // unlimited below freerun: wake when it is passed
+	}
+	pos := p.Share() * c.efficiency() / float64(c.WriteBandwidth())
+	at := func(pos float64) uint64 {
+		switch {
+		case pos >= 2:
+			return freerun
+		case pos <= 0:
+			return limit
+		}
+		x := math.Cbrt(pos - 1)
+		d := float64(setpoint) - float64(sat(limit, setpoint))*x
+		return uint64(min(max(d, float64(freerun)), float64(limit)))
+	}
+	above, below = at(pos*(1-PaceTolerance)), at(pos*(1+PaceTolerance))
+	if pos*(1-PaceTolerance) <= 0 || !c.pacer.least.IsZero() {
+		above = c.backstopLevel(in)
+	}
+	return max(above, below+memcg.PageSize), below
+}
 
 // PaceTolerance is how far a new pace's share may be from the one in
 // force before it is written: a fraction of it.

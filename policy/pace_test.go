@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -104,5 +105,38 @@ func TestThePaceLearnsWhatAShareAchieves(t *testing.T) {
 	c.Step(in(600*ms, 9*mib))
 	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
 		t.Errorf("after an idle interval: efficiency %.0f B/CPU-s, want it kept at %.0f", got, want)
+	}
+}
+
+// With level wake-ups a paced cgroup is not polled: the watcher reports
+// it when dirty+writeback leaves the band in which its pace stands, the
+// levels at which pos_ratio would have moved by PaceTolerance.
+func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
+	const bw = 100 * mib
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // freerun 12, setpoint 14
+	c := NewController()
+	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+	c.pacer.efficiency = 1 << 30
+	in := scenarioInput(time.Unix(100, 0), 0, 14*mib, 0)
+	in.Dirty, in.Freezer, in.Pacer, in.LevelWakes, in.ActiveInterval = limits, FreezerHeld, true, true, 50*ms
+	d := c.Step(in)
+	if !d.Pace.Limited() {
+		t.Fatalf("at the setpoint: pace %+v, want a limit", d.Pace)
+	}
+	if d.NextLook != PaceLevelLook {
+		t.Errorf("NextLook %v, want PaceLevelLook %v: the level wakes it, not the clock", d.NextLook, PaceLevelLook)
+	}
+	// pos_ratio 1 ± a quarter: dirty = 14 MiB ∓ 2 MiB × cbrt(0.25).
+	edge := 2 * mib * math.Cbrt(0.25)
+	near := func(got uint64, want float64) bool { return math.Abs(float64(got)-want) < 64*1024 }
+	if !near(d.Wake.LevelAbove, 14*mib+edge) || !near(d.Wake.LevelBelow, 14*mib-edge) {
+		t.Errorf("band [%.2f, %.2f] MiB, want [%.2f, %.2f]", float64(d.Wake.LevelBelow)/mib, float64(d.Wake.LevelAbove)/mib,
+			(14*mib-edge)/mib, (14*mib+edge)/mib)
+	}
+	in.LevelWakes = false
+	c2 := NewController()
+	c2.bw, c2.pacer.efficiency = c.bw, c.pacer.efficiency
+	if d := c2.Step(in); d.NextLook != PaceInterval || d.Wake.LevelAbove != memcg.NoLimit {
+		t.Errorf("without level wakes: NextLook %v, LevelAbove %d; want PaceInterval and no level wake", d.NextLook, d.Wake.LevelAbove)
 	}
 }

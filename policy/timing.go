@@ -51,7 +51,8 @@ const (
 // the watcher's thresholds. ahead is the userspace kswapd's anticipated
 // growth, as in Step.
 func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
-	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit}
+	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit,
+		LevelAbove: memcg.NoLimit}
 	if in.Tracker {
 		if rel := c.dirtiedWake(in, dirty); rel != memcg.NoLimit {
 			d.Wake.DirtiedAbove = satAdd(in.Stat.Counters.DirtiedBytes, rel)
@@ -71,8 +72,15 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	}
 	bg := in.Dirty.Background
 	if d.Pace.On() && !c.throttle.frozen {
-		// The kernel holds the pace between looks.
-		need(PaceInterval)
+		// The kernel holds the pace between looks; with level wake-ups
+		// the look comes when the pace must change, and a slow look
+		// keeps the bandwidth and efficiency estimates current.
+		if in.LevelWakes {
+			d.Wake.LevelAbove, d.Wake.LevelBelow = c.paceBand(in, d.Pace)
+			need(PaceLevelLook)
+		} else {
+			need(PaceInterval)
+		}
 	}
 	if c.throttle.frozen {
 		// Every MinLook, not at the drain's expected end at the

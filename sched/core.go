@@ -56,6 +56,9 @@ type Config struct {
 	// and TrackingReason why not when it is not.
 	Tracker        bool
 	TrackingReason string
+	// Levels says the watcher reports dirty+writeback levels
+	// (host.DirtyPath.Levels, policy.Input.LevelWakes).
+	Levels bool
 	// Freezer says the host can hold a freeze (host.Freezer); Pacer that
 	// it can pace a cgroup's dirtying tasks (host.Pacer); Counter that it
 	// counts dirtied bytes (host.DirtyCounter).

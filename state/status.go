@@ -130,6 +130,8 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "throttle_pauses", Value: c.Pauses, Known: true},
 		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
+		memcg.Field{Name: "throttle_paces", Value: c.Paces, Known: true},
+		memcg.Field{Name: "throttle_paced_us", Value: uint64(c.PacedTime / time.Microsecond), Known: true},
 		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},
 		memcg.Field{Name: "throttle_available", Value: memcg.Flag(s.Throttle == ""), Known: true, Kind: memcg.KindFlag},
 		memcg.Field{Name: "exempt", Value: memcg.Flag(s.Exempt != ""), Known: true, Kind: memcg.KindFlag},

@@ -22,9 +22,10 @@ import (
 // (FileTasksV1 or FileThreads), Cgroup the inode of the parent the
 // threads came from, and its undo moves every thread still in the group
 // back to that parent and removes the group. On v2 the pacer may also
-// enable the cpu controller in the leaf's cgroup.subtree_control: that is
-// a record of its own (Original "-cpu", Wrote "+cpu"), made before the
-// group's and so undone after it.
+// enable the cpu controller in the leaf's cgroup.subtree_control, once
+// the group is threaded: that is a record of its own (Original "-cpu",
+// Wrote "+cpu"), made after the group's and so undone first; its undo
+// removes the group first.
 const (
 	PaceGroupName      = "memcgd.pace"
 	FileTasksV1        = "tasks"
@@ -131,7 +132,10 @@ func ReadTIDs(p string) ([]int, error) {
 }
 
 // undoSubtreeControl disables the cpu controller memcgd enabled in a
-// leaf's cgroup.subtree_control, if it is still enabled.
+// leaf's cgroup.subtree_control, if it is still enabled, once the pace
+// group that needed it is gone (its record is older than the group's, so
+// Recover undoes it after the group's; a crash between can leave the
+// group, which this removes first).
 func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	ino, err := ctlfile.FileIno(c.Path)
 	switch {
@@ -141,6 +145,9 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 		return false, "", err
 	case ino != c.Cgroup:
 		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
+	}
+	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads); err != nil {
+		return false, "", err
 	}
 	cur, err := ctlfile.Read(c.Path)
 	if err != nil {

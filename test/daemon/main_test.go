@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == anonHelper {
 		os.Exit(runAnonHelper(os.Args[2]))
 	}
+	if len(os.Args) == 3 && os.Args[1] == sleeperHelper {
+		os.Exit(runSleeperHelper(os.Args[2]))
+	}
 	dir, err := os.MkdirTemp("", "memcgd-daemon-test-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "test/daemon: %v\n", err)

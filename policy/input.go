@@ -77,6 +77,10 @@ type Input struct {
 	// it.
 	Pacer bool
 	Paced Pacing
+	// PacedCPU is the CPU time the paced tasks have used in the pace's
+	// episode, read with the observation; zero where the driver did not
+	// read it.
+	PacedCPU time.Duration
 	// PacePeriodCap is the longest CFS period a pace may have (PaceFor);
 	// 0 is MaxPacePeriod. The driver sets it short on kernels before the
 	// task-based throttle (6.18), where a paced task can be descheduled

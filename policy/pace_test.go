@@ -108,6 +108,91 @@ func TestThePaceLearnsWhatAShareAchieves(t *testing.T) {
 	}
 }
 
+// The efficiency, where the driver reads the paced tasks' CPU time, is
+// the bytes dirtied per CPU-second they used, over any window; without
+// it, the share of the pace stands for the CPU time, and only over a
+// window of at least a period (within one a task gets its quota or
+// nothing).
+func TestThePaceMeasuresEfficiencyByCPUTime(t *testing.T) {
+	type cpuStep struct {
+		at      time.Duration
+		dirtied uint64
+		cpu     time.Duration // the paced tasks' CPU time read; 0: not read
+	}
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	t0 := time.Unix(100, 0)
+	least := PaceFor(0, 0) // 1 ms a second
+	for _, tt := range []struct {
+		name  string
+		pace  Pacing
+		steps []cpuStep
+		want  float64 // bytes per CPU-second after the steps
+	}{
+		{"the CPU time read: 4 MiB for 1 ms of CPU at the least pace is 4000 MiB per CPU-second", least,
+			[]cpuStep{{0, 0, 10 * ms}, {5 * ms, 4 * mib, 11 * ms}}, 4000 * mib},
+		{"no CPU read: a window shorter than the period says nothing", least,
+			[]cpuStep{{0, 0, 0}, {5 * ms, 4 * mib, 0}}, 0},
+		{"no CPU read: a window of a period uses the share", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 0}, {5 * ms, 1 * mib, 0}, {10 * ms, 2 * mib, 0}}, 2000 * mib},
+	} {
+		c := NewController()
+		for _, st := range tt.steps {
+			x := scenarioInput(t0.Add(st.at), 0, 14*mib, st.dirtied)
+			x.Dirty, x.Freezer, x.Pacer, x.Paced, x.PacedCPU = limits, FreezerHeld, true, tt.pace, st.cpu
+			c.Step(x)
+		}
+		if got := c.pacer.efficiency; math.Abs(got-tt.want) > tt.want*0.001 {
+			t.Errorf("%s: efficiency %.0f B/CPU-s, want %.0f", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A task that dirties faster than the device drains may not, at the
+// share it is given, pass the limit before the next look: below freerun,
+// where the kernel throttles nothing, as past it, the share is at most
+// the headroom's (headroomShare).
+func TestTheHeadroomBoundsAFastDirtier(t *testing.T) {
+	const bw = 1000 * mib                                             // the device drains 5 MiB per PaceInterval
+	const eff = 8000 * mib                                            // the tasks dirty 40 MiB per CPU-PaceInterval
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // freerun 12
+	t0 := time.Unix(100, 0)
+	for _, tt := range []struct {
+		name  string
+		dirty uint64
+		want  float64 // share
+	}{
+		{"below freerun with 5 MiB of room: (5 + 5) / 40", 11 * mib, 0.25},
+		{"just past freerun: the law (pos_ratio 2: 2 × 1000 MiB/s over 8000, 0.25) or the headroom ((4 + 5) / 40), the less", 12*mib + 4096, 0.225},
+		{"at the setpoint: the law's 0.125, the headroom's (2 + 5) / 40 more", 14 * mib, 0.125},
+	} {
+		c := NewController()
+		c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+		c.pacer.efficiency = eff
+		x := scenarioInput(t0, 0, 13*mib, 0)
+		x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+		c.Step(x) // past freerun: the pace begins
+		x = scenarioInput(t0.Add(ms), 0, tt.dirty, 0)
+		x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+		d := c.Step(x)
+		if got := d.Pace.Share(); math.Abs(got-tt.want) > tt.want*0.01 {
+			t.Errorf("%s: share %.4f (%+v), want %.4f", tt.name, got, d.Pace, tt.want)
+		}
+	}
+	// A slow dirtier below freerun is not limited: the headroom allows
+	// more than a CPU.
+	c := NewController()
+	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+	c.pacer.efficiency = 100 * mib
+	x := scenarioInput(t0, 0, 13*mib, 0)
+	x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+	c.Step(x)
+	x = scenarioInput(t0.Add(ms), 0, 11*mib, 0)
+	x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+	if d := c.Step(x); d.Pace != Unlimited {
+		t.Errorf("a 100 MiB per CPU-second dirtier below freerun: pace %+v, want Unlimited", d.Pace)
+	}
+}
+
 // With level wake-ups a paced cgroup is not polled: the watcher reports
 // it when dirty+writeback leaves the band in which its pace stands, the
 // levels at which pos_ratio would have moved by PaceTolerance.

@@ -72,7 +72,7 @@ type bdiWriteback struct {
 	// a write-out in a caller's context (sync_file_range) is no
 	// flusher run at all.
 	ownAt Time
-	gen       uint32
+	gen   uint32
 
 	lastOldFlush Time
 

@@ -69,6 +69,16 @@ type Pacer struct {
 
 	mu      sync.Mutex
 	samples map[host.Cgroup]threadSample // the last write_bytes per thread, by memory cgroup
+	// busy are the groups of ended episodes that an exited, unreaped
+	// thread still kept populated (journal.ReleasePaceGroup): removed,
+	// and their records undone, at a later call.
+	busy []busyGroup
+}
+
+// busyGroup is a pace group left to remove.
+type busyGroup struct {
+	g    *paceGroup
+	file string
 }
 
 // threadSample is the write_bytes of a cgroup's threads, when read.
@@ -90,6 +100,21 @@ func (p *Pacer) Forget(cg host.Cgroup) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.samples, cg)
+	p.removeBusy()
+}
+
+// removeBusy removes the busy groups that have emptied since and undoes
+// their records. p.mu is held.
+func (p *Pacer) removeBusy() {
+	p.busy = slices.DeleteFunc(p.busy, func(b busyGroup) bool {
+		if _, err := journal.ReleasePaceGroup(b.g.dir, b.file, 0); err != nil {
+			return false // still busy, or failing: the journal's undo at exit has it
+		}
+		for _, id := range slices.Backward(b.g.records) {
+			_ = p.undo(id)
+		}
+		return true
+	})
 }
 
 // Pace begins an episode of cg's dirtying threads at quota per period.
@@ -99,6 +124,9 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 	if err := checkPace(quota, period); err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	p.removeBusy()
+	p.mu.Unlock()
 	v2 := p.Layout.Memory.Version == layout.V2 && p.Layout.CPU == nil
 	if !v2 && p.Layout.CPU == nil {
 		return nil, fmt.Errorf("pace %s: no cpu controller on a v1 hierarchy, nor memory on v2: %w", cg, ErrNotPaceable)
@@ -249,7 +277,14 @@ func (e *Paced) End() error {
 	}
 	var errs []error
 	for _, g := range e.groups {
-		if _, err := journal.ReleasePaceGroup(g.dir, e.threadsFile()); err != nil {
+		_, err := journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+		if errors.Is(err, unix.EBUSY) {
+			e.p.mu.Lock()
+			e.p.busy = append(e.p.busy, busyGroup{g: g, file: e.threadsFile()})
+			e.p.mu.Unlock()
+			continue
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -357,7 +392,7 @@ func (e *Paced) cpuCgroup(tid int) (string, error) {
 func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error) {
 	g := &paceGroup{dir: filepath.Join(parent, journal.PaceGroupName), parent: parent}
 	fail := func(err error) (*paceGroup, error) {
-		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile())
+		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
 		e.undoAll(g)
 		return nil, err
 	}

@@ -71,19 +71,27 @@ func undoPaceGroup(c Change) (wrote bool, why string, err error) {
 	if _, err := os.Stat(group); errors.Is(err, os.ErrNotExist) {
 		return false, "", nil // never made, or removed already
 	}
-	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path))
+	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path), ReleaseWait)
 	if err != nil {
 		return moved > 0, "", err
 	}
 	return true, "", nil
 }
 
+// ReleaseWait is how long ReleasePaceGroup retries the removal of a
+// group that is still busy.
+const ReleaseWait = 50 * time.Millisecond
+
 // ReleasePaceGroup moves every thread of the pace group at dir (listed in
 // file: FileTasksV1 or FileThreads) to its parent and removes dir. Threads
-// that exit meanwhile are skipped; it retries the removal while threads
-// still leave (an exiting task stays listed for a moment). It returns how
-// many threads it moved.
-func ReleasePaceGroup(dir, file string) (moved int, err error) {
+// that exit meanwhile are skipped; it retries the removal for up to wait
+// while threads still leave. A thread that has exited but is not yet
+// reaped is no longer listed yet keeps the group populated
+// (kernel/cgroup/cgroup.c: cgroup_exit leaves it on its css_set until
+// cgroup_release): the removal then fails with an error that wraps
+// unix.EBUSY until its parent waits for it. It returns how many threads
+// it moved.
+func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err error) {
 	parent := filepath.Join(filepath.Dir(dir), file)
 	for attempt := 0; ; attempt++ {
 		tids, err := ReadTIDs(filepath.Join(dir, file))
@@ -106,7 +114,7 @@ func ReleasePaceGroup(dir, file string) (moved int, err error) {
 		switch {
 		case err == nil, errors.Is(err, unix.ENOENT):
 			return moved, nil
-		case errors.Is(err, unix.EBUSY) && attempt < 50:
+		case errors.Is(err, unix.EBUSY) && time.Duration(attempt)*time.Millisecond < wait:
 			time.Sleep(time.Millisecond)
 		default:
 			return moved, fmt.Errorf("remove %s: %w", dir, err)
@@ -146,7 +154,7 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	case ino != c.Cgroup:
 		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
 	}
-	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads); err != nil {
+	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil {
 		return false, "", err
 	}
 	cur, err := ctlfile.Read(c.Path)

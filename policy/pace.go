@@ -116,6 +116,13 @@ type pacer struct {
 	least  time.Time
 	level  uint64
 	rising bool
+	// leastLevel, leastDirtied and leastEff are dirty+writeback, the
+	// dirtied counter (if leastHasDirtied) and the efficiency when the
+	// pace went to its least: the efficiency measured since would count
+	// what an escaped dirtier dirties as the paced tasks'.
+	leastLevel, leastDirtied uint64
+	leastHasDirtied          bool
+	leastEff                 float64
 	// lastPace, lastAt, lastDirtied and lastCPU are the pace in force,
 	// the time, the dirtied counter and the paced tasks' CPU time where
 	// the efficiency's measurement window began; measured says one has.
@@ -170,7 +177,8 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	case rate > 0:
 		p.least = time.Time{}
 	case p.least.IsZero():
-		p.least = in.Now
+		p.least, p.leastLevel, p.leastEff = in.Now, dirty, c.efficiency()
+		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
 	}
 	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
@@ -271,14 +279,29 @@ func close(a, b Pacing) bool {
 	return r >= 1-PaceTolerance && r <= 1+PaceTolerance
 }
 
+// PaceOverrun is how long past its quota a paced task may run before CFS
+// throttles it: to its next scheduler tick (account_cfs_rq_runtime in
+// kernel/sched/fair.c; 4 ms at HZ=250), and on 6.18 on to its return to
+// user space.
+const PaceOverrun = 4 * time.Millisecond
+
 // escaped reports whether dirty+writeback still rises although the pace
-// has been at its least for PaceInterval: something the pace does not
-// hold dirties (a task not paced, a dirtier not CPU-bound), and the
-// freezer may take over. A burst of a paced task past its quota (CFS
-// throttles it at its next tick, or on 6.18 at its return to user space)
-// raises the level once, then it falls.
-func (p *pacer) escaped(now time.Time) bool {
-	return p.rising && !p.least.IsZero() && now.Sub(p.least) >= PaceInterval
+// has been at its least for PaceInterval, by more than the least pace
+// lets its tasks dirty (their quota and an overrun, PaceOverrun, at the
+// efficiency measured before; the write of the least pace itself
+// refills the quota): something the pace does not hold dirties (a task
+// not paced, a dirtier not CPU-bound), and the freezer may take over.
+// The cgroup's dirtied bytes tell it where the driver counts them, its
+// level otherwise.
+func (p *pacer) escaped(in Input, dirty uint64) bool {
+	if !p.rising || p.least.IsZero() || in.Now.Sub(p.least) < PaceInterval {
+		return false
+	}
+	allowed := uint64(p.leastEff * (MinPaceQuota + PaceOverrun).Seconds())
+	if c := in.Stat.Counters; c.HasDirtied && p.leastHasDirtied {
+		return sat(c.DirtiedBytes, p.leastDirtied) > allowed
+	}
+	return sat(dirty, p.leastLevel) > allowed
 }
 
 // efficiency is the measured bytes the paced tasks dirty per CPU-second

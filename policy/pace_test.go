@@ -42,8 +42,10 @@ func TestThePacedThrottle(t *testing.T) {
 	c.pacer.efficiency = 1 << 30
 	t0 := time.Unix(100, 0)
 	frozen := false
+	// The cgroup's dirtied counter moves with its level: all it dirties
+	// is its own, and nothing is written meanwhile.
 	step := func(at time.Duration, dirty uint64, paced Pacing) Decision {
-		in := scenarioInput(t0.Add(at), 0, dirty, 0)
+		in := scenarioInput(t0.Add(at), 0, dirty, dirty)
 		in.Dirty, in.Freezer, in.Pacer, in.Paced, in.ActiveInterval, in.Frozen = limits, FreezerHeld, true, paced, 50*ms, frozen
 		d := c.Step(in)
 		frozen = d.Throttle == ThrottleFreeze || d.Throttle == ThrottleHold
@@ -67,7 +69,8 @@ func TestThePacedThrottle(t *testing.T) {
 		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0, 0), ThrottleNone},
 		{"past the limit, but the least pace has not had PaceInterval to tell: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
 		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop (a fifth of the limit) and still rising under the least pace: the freezer takes over", 30 * ms, 21 * mib, PaceFor(0, 0), ThrottleFreeze},
+		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second): no freeze", 29 * ms, 21 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 23 * mib, PaceFor(0, 0), ThrottleFreeze},
 		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0, 0), ThrottleThaw},
 		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
 		{"below freerun for less than PaceLinger: the tasks stay paced, without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},

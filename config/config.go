@@ -31,8 +31,11 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
 // Config is a loaded, validated configuration.
 type Config struct {
-	// Under is the subtree memcgd manages, a hierarchy path.
+	// Under is the subtree memcgd manages, a hierarchy path. It is ""
+	// while UnderAuto awaits ResolveUnder.
 	Under host.Cgroup
+	// UnderAuto says manage.under is auto: ResolveUnder picks Under.
+	UnderAuto bool
 	// LimitedOnly restricts management to cgroups that have a memory
 	// limit of their own or above them.
 	LimitedOnly bool
@@ -123,10 +126,14 @@ func Parse(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("config: version: invalid value %d: allowed %d", f.Version, Version)
 	}
 	c := &Config{Under: "/", LimitedOnly: true, Defaults: memcg.DefaultKnobs()}
-	if f.Manage.Under != "" {
+	switch f.Manage.Under {
+	case "":
+	case UnderAuto:
+		c.Under, c.UnderAuto = "", true
+	default:
 		under, err := host.ParseCgroup(f.Manage.Under)
 		if err != nil {
-			return nil, fmt.Errorf("config: manage.under: %w", err)
+			return nil, fmt.Errorf("config: manage.under: %w, or %s", err, UnderAuto)
 		}
 		c.Under = under
 	}

@@ -77,8 +77,11 @@ Every stateful change (a lowered v1 limit, a frozen cgroup) is journalled first
 and undone on SIGTERM and at the next start. The cgroups that hold the daemon
 itself (its own and their ancestors) are never frozen nor reclaimed: the log
 and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
-the config; a bad config, or one that changes manage.under, is refused and the
-running one kept.`,
+the config; a bad config, or one that changes manage.under or names a subtree
+that does not exist, is refused and the running one kept.
+
+In a cgroup namespace of its own (a container's), the daemon joins PID 1's, the
+host's with hostPID, and executes itself again there, or refuses to start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), g, f) },
 	}
@@ -148,6 +151,12 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		return fmt.Errorf("--log-level: invalid value %q: allowed debug, info, warn or error", f.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// First: in a cgroup namespace of its own, memcgd executes itself
+	// again in the host's (cgroupns.go) and this image goes no further.
+	l, err := hostLayout(g.procRoot, log)
+	if err != nil {
+		return err
+	}
 	logMissingCapabilities(log, g.procRoot)
 	if err := checkSchedSlice(f.schedSlice); err != nil {
 		return err
@@ -162,11 +171,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 		defer stopTrace()
 	}
 
-	cfg, err := g.loadConfig()
-	if err != nil {
-		return err
-	}
-	l, err := layout.Discover(g.procRoot)
+	cfg, err := g.loadConfigIn(l)
 	if err != nil {
 		return err
 	}
@@ -265,7 +270,7 @@ func run(ctx context.Context, g *globalFlags, f *runFlags) error {
 				return
 			case <-hup:
 			}
-			next, err := g.loadConfig()
+			next, err := g.loadConfigIn(l)
 			if err == nil {
 				err = reloadable(running, next)
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -65,7 +64,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := layout.Discover(g.procRoot)
+			l, err := hostLayout(g.procRoot, nil)
 			if err != nil {
 				return err
 			}
@@ -92,7 +91,7 @@ func newStatCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
-			cfg, err := g.loadConfig()
+			cfg, err := g.loadConfigIn(l)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -69,7 +68,7 @@ func newStatCmd() *cobra.Command {
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := layout.Discover(procRoot)
+			l, err := hostLayout(procRoot, nil)
 			if err != nil {
 				return err
 			}
@@ -96,7 +95,7 @@ func newStatCmd() *cobra.Command {
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(configPath)
+			cfg, err := loadConfigIn(configPath, l)
 			if err != nil {
 				return err
 			}

@@ -215,7 +215,7 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, env armEnv, tag, src 
 	if err != nil {
 		return res, err
 	}
-	d, err := b.StartArm(ctx, a, e.config(b, a), cgs.writer)
+	d, err := b.StartArm(ctx, a, e.config(b.Root.Path, a), cgs.writer)
 	if err != nil {
 		return res, err
 	}

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/host"
 )
 
 // The experiment's own arms, beside lab.KnownArms.
@@ -117,33 +118,46 @@ type experiment struct {
 	sources                          []string
 }
 
-// rule is the set mapping of the noisy writer's cgroup in arm a.
-func (e experiment) rule(a lab.Arm) string {
+// defaultPolicy is the embedded policy's defaults, as a YAML flow
+// mapping's contents.
+const defaultPolicy = "dirty_ratio: 10, dirty_background_ratio: 5, min_free_kbytes: auto, writeback_first: true"
+
+// knobs are the knobs of arm a: the defaults of its config, and the set
+// mapping of the noisy writer's cgroup. An ablation's knobs go into the
+// defaults too: a cgroup's thresholds are never above its ancestors'
+// (memcg.EffectiveDirtyLimits), and the lab's root, an ancestor of every
+// cgroup, would otherwise keep the default ratios of the machine's memory
+// (a background threshold of about 5 % of it), which a writer with a
+// limit of gigabytes reaches.
+func (e experiment) knobs(a lab.Arm) (defaults, rule string) {
 	switch a.Name {
 	case noThrottle.Name:
 		// The memcgd arm's background threshold: half its dirty_bytes
 		// (memcg.Knobs.DirtyLimits, a background at or above the limit).
-		return fmt.Sprintf("dirty_bytes: %d, dirty_background_bytes: %d", unreachable, e.dirty/2)
+		k := fmt.Sprintf("dirty_bytes: %d, dirty_background_bytes: %d, min_free_kbytes: auto, writeback_first: true", unreachable, e.dirty/2)
+		return k, k
 	case watchOnly.Name:
-		return fmt.Sprintf("dirty_bytes: %d, dirty_background_bytes: %d, min_free_kbytes: 0", unreachable, unreachable/2)
+		k := fmt.Sprintf("dirty_bytes: %d, dirty_background_bytes: %d, min_free_kbytes: 0, writeback_first: true", unreachable, unreachable/2)
+		return k, k
 	case noReclaim.Name:
-		return fmt.Sprintf("dirty_bytes: %d, min_free_kbytes: 0", e.dirty)
+		return defaultPolicy, fmt.Sprintf("dirty_bytes: %d, min_free_kbytes: 0", e.dirty)
 	default:
-		return fmt.Sprintf("dirty_bytes: %d", e.dirty)
+		return defaultPolicy, fmt.Sprintf("dirty_bytes: %d", e.dirty)
 	}
 }
 
-// config is memcgd's config in arm a: the default policy over the lab's
-// subtree and the arm's rule for the noisy writer's cgroups. The victims'
-// cgroups have no limit, so memcgd leaves them alone.
-func (e experiment) config(b *lab.Bench, a lab.Arm) string {
+// config is memcgd's config in arm a: its defaults over the lab's subtree
+// and its rule for the noisy writer's cgroups. The victims' cgroups have
+// no limit, so memcgd leaves them alone.
+func (e experiment) config(root host.Cgroup, a lab.Arm) string {
+	defaults, rule := e.knobs(a)
 	return fmt.Sprintf(`version: 1
 manage: {under: %s, limited_only: true}
-defaults: {dirty_ratio: 10, dirty_background_ratio: 5, min_free_kbytes: auto, writeback_first: true}
+defaults: {%s}
 rules:
   - match: %s/w-*
     set: {%s}
-`, b.Root.Path, b.Root.Path, e.rule(a))
+`, root, defaults, root, rule)
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
@@ -157,7 +171,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		e.size.String(), e.chunk.String(), pace, e.limit.String(), e.block.String(), e.bgChunk.String(), e.bgRate.String(), e.stackEvery)
 	for _, a := range b.Arms {
 		if a.Daemon {
-			fmt.Printf("memcgd config, arm %s:\n\n```yaml\n%s```\n\n", a.Name, e.config(b, a))
+			fmt.Printf("memcgd config, arm %s:\n\n```yaml\n%s```\n\n", a.Name, e.config(b.Root.Path, a))
 		}
 	}
 	journal, hasJournal, err := b.Journal()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/memcg"
 )
 
 // ms is d in milliseconds.
@@ -160,6 +161,15 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 		}
 		return r.daemon.Tracker()
 	})
+	for _, f := range []string{"dirty_thresh", "dirty_background_thresh"} {
+		text("memcgd: "+f+" of the writer's cgroup", func(r result) string {
+			v, ok := r.daemon.Fields[f]
+			if !ok {
+				return "—"
+			}
+			return memcg.FormatSize(v)
+		})
+	}
 	num("arm's time, setup and cleanup included (s)", "%.0f", func(r result) float64 { return r.wall.Seconds() })
 	num("writer: throughput, write phase (MiB/s)", "%.1f", func(r result) float64 { return lab.MiB(uint64(r.w.Throughput())) })
 	num("writer: throughput with the final fsync (MiB/s)", "%.1f", func(r result) float64 { return lab.MiB(uint64(r.w.DiskThroughput())) })

@@ -62,6 +62,7 @@ func victimRows(a adder, vs []victims, categorised bool) {
 	num("log: write+fdatasync p99.9 (ms)", "%.1f", func(v victims) float64 { return ms(v.sync.Latency.P999) })
 	num("log: write+fdatasync max (ms)", "%.1f", func(v victims) float64 { return ms(v.sync.Latency.Max) })
 	num("log: syncs over 10 ms", "%.0f", func(v victims) float64 { return float64(v.sync.Slow) })
+	num("log: mean time per loop, write+fdatasync and the loop's own (µs)", "%.0f", func(v victims) float64 { return perOp(v.sync.Wall, v.sync.Ops) })
 	num("log: mean time in write(2) (µs)", "%.0f", func(v victims) float64 { return perOp(v.sync.WriteTime, v.sync.Ops) })
 	num("log: mean time in fdatasync (µs)", "%.0f", func(v victims) float64 { return perOp(v.sync.SyncTime, v.sync.Ops) })
 	num("log: thread's wait for a CPU, per sync (µs)", "%.0f", func(v victims) float64 { return perOp(v.sync.Sched.Wait, v.sync.Ops) })
@@ -71,8 +72,12 @@ func victimRows(a adder, vs []victims, categorised bool) {
 		return share(float64(v.syncPSI.IO)*1e3, float64(v.sync.Wall))
 	})
 	if categorised {
+		// A category's share of the samples times the loop's mean time
+		// is the mean time a sync spends there: what each wait adds.
 		for _, c := range syncCategories {
-			num("log: stack samples in "+c+" (%)", "%.1f", func(v victims) float64 { return categoryShare(v.stacks[taskSync], c) })
+			num("log: per sync, "+c+" (µs, from the stack samples)", "%.0f", func(v victims) float64 {
+				return categoryShare(v.stacks[taskSync], c) / 100 * perOp(v.sync.Wall, v.sync.Ops)
+			})
 		}
 	}
 	num("buffered writer: throughput (MiB/s)", "%.1f", func(v victims) float64 { return lab.MiB(uint64(v.bg.Throughput())) })

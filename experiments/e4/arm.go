@@ -223,7 +223,7 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, env armEnv, tag, src 
 	if err != nil {
 		return res, err
 	}
-	w := lab.Writer{Bin: b.Writer, File: b.File("e4-" + tag), Size: uint64(e.size), Chunk: uint64(e.chunk), Rate: uint64(e.rate), Fsync: true, From: src}
+	w := lab.Writer{Bin: b.Writer, File: b.File("e4-" + tag), Size: uint64(e.size), Chunk: uint64(e.chunk), Rate: uint64(e.rate), Fsync: e.fsync, From: src}
 	if a.SelfPaced {
 		w.Budget = uint64(e.dirty)
 	}

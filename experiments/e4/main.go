@@ -18,7 +18,9 @@
 // counts the reads that returned less than asked (a freeze's fake signal
 // cuts them short) and the writes that wrote less, and fsyncs at the end,
 // so that every arm puts the same bytes on the disk within the window the
-// victims measure.
+// victims measure (-fsync=false ends the window with the writes instead:
+// the stock kernel then leaves most of a few GiB to be written after it,
+// while memcgd writes them out within it).
 //
 // Arms: stock (no memcgd); memcgd (its default policy, dirty_bytes
 // -dirty-bytes on the writer's cgroup); selfpaced (no memcgd; the writer
@@ -94,6 +96,7 @@ func main() {
 	flag.Var(&e.block, "block", "bytes the log writes before each fdatasync")
 	flag.Var(&e.bgRate, "bg-rate", "pace of the buffered writer in the third cgroup, bytes per second")
 	flag.Var(&e.bgChunk, "bg-chunk", "bytes per write(2) of the buffered writer")
+	flag.BoolVar(&e.fsync, "fsync", true, "fsync the noisy writer's file at the end, inside the victims' window, so that every arm puts the same bytes on the disk within it; without, the window ends with the writes, and what the kernel has not written back by then falls outside it")
 	flag.DurationVar(&e.solo, "solo", 10*time.Second, "how long the victims run alone in each run (0: not at all)")
 	flag.DurationVar(&e.stackEvery, "stack-every", 5*time.Millisecond, "interval at which the victims' and the journal's kernel stacks are sampled (0: not sampled)")
 	sources := flag.String("sources", "zero", "the noisy writer's sources, comma-separated: zero (/dev/zero), pipe (a pipe fed by a thread in its cgroup)")
@@ -115,6 +118,7 @@ type experiment struct {
 	rate                             lab.Size
 	bgRate, bgChunk                  lab.Size
 	solo, stackEvery                 time.Duration
+	fsync                            bool
 	sources                          []string
 }
 
@@ -165,10 +169,14 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	if e.rate > 0 {
 		pace = "paced at " + e.rate.String() + "/s"
 	}
-	fmt.Printf("Noisy writer: %s in %s reads and writes, %s, fsynced at the end, in a cgroup limited to %s; "+
+	synced := "fsynced at the end"
+	if !e.fsync {
+		synced = "not fsynced (the window ends with its writes)"
+	}
+	fmt.Printf("Noisy writer: %s in %s reads and writes, %s, %s, in a cgroup limited to %s; "+
 		"the log: %s write + fdatasync in a loop; the buffered writer: %s write(2)s paced at %s/s; the sleeper: 1 ms sleeps in the writer's cgroup. "+
 		"Kernel stacks sampled every %v.\n\n",
-		e.size.String(), e.chunk.String(), pace, e.limit.String(), e.block.String(), e.bgChunk.String(), e.bgRate.String(), e.stackEvery)
+		e.size.String(), e.chunk.String(), pace, synced, e.limit.String(), e.block.String(), e.bgChunk.String(), e.bgRate.String(), e.stackEvery)
 	for _, a := range b.Arms {
 		if a.Daemon {
 			fmt.Printf("memcgd config, arm %s:\n\n```yaml\n%s```\n\n", a.Name, e.config(b.Root.Path, a))

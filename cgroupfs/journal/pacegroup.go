@@ -82,17 +82,20 @@ func undoPaceGroup(c Change) (wrote bool, why string, err error) {
 // group that is still busy.
 const ReleaseWait = 50 * time.Millisecond
 
-// ReleasePaceGroup moves every thread of the pace group at dir (listed in
-// file: FileTasksV1 or FileThreads) to its parent and removes dir. Threads
-// that exit meanwhile are skipped; it retries the removal for up to wait
-// while threads still leave. A thread that has exited but is not yet
-// reaped is no longer listed yet keeps the group populated
-// (kernel/cgroup/cgroup.c: cgroup_exit leaves it on its css_set until
-// cgroup_release): the removal then fails with an error that wraps
-// unix.EBUSY until its parent waits for it. It returns how many threads
-// it moved.
+// ReleasePaceGroup lifts the CPU limit of the pace group at dir, moves
+// every thread of it (listed in file: FileTasksV1 or FileThreads) to its
+// parent and removes dir. A thread that is exiting is not moved
+// (kernel/cgroup/cgroup.c, cgroup_migrate_add_task skips PF_EXITING) and
+// keeps the group populated until its exit reaches cgroup_exit: held by
+// the quota, a killed thread could wait a whole period for the CPU to do
+// so, hence the limit lifted first. It retries the removal for up to wait
+// while threads still leave; one that takes longer leaves an error that
+// wraps unix.EBUSY. It returns how many threads it moved.
 func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err error) {
 	parent := filepath.Join(filepath.Dir(dir), file)
+	if err := liftLimit(dir, file); err != nil {
+		return 0, err
+	}
 	for attempt := 0; ; attempt++ {
 		tids, err := ReadTIDs(filepath.Join(dir, file))
 		if errors.Is(err, host.ErrVanished) {
@@ -120,6 +123,21 @@ func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err erro
 			return moved, fmt.Errorf("remove %s: %w", dir, err)
 		}
 	}
+}
+
+// liftLimit sets the pace group at dir to no CPU limit: cpu.cfs_quota_us
+// -1 on v1 (file FileTasksV1), cpu.max "max" on v2. A group already gone
+// is no error.
+func liftLimit(dir, file string) error {
+	name, none := "cpu.max", "max"
+	if file == FileTasksV1 {
+		name, none = "cpu.cfs_quota_us", "-1"
+	}
+	err := ctlfile.Write(filepath.Join(dir, name), none)
+	if err != nil && !errors.Is(err, host.ErrVanished) {
+		return fmt.Errorf("lift the limit of %s: %w", dir, err)
+	}
+	return nil
 }
 
 // ReadTIDs reads a cgroup's thread list (tasks, cgroup.threads).

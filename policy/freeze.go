@@ -173,7 +173,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 			break
 		}
 		d.Throttle, d.HoldFor = ThrottleHold, c.holdFor(in, dirty, MaxPause-held)
-	case dirty >= c.freezeLevel(in) && (!in.Pacer || c.pacer.escaped(in, dirty)):
+	case dirty >= c.freezeLevel(in) && !in.PacedBelow && (!in.Pacer || c.pacer.escaped(in, dirty)):
 		*t = throttleState{frozen: true, frozenAt: in.Now, measureFrom: in.Now, episode: true, thawedAt: in.Now}
 		d.Throttle, d.HoldFor = ThrottleFreeze, c.holdFor(in, dirty, MaxPause)
 		d.Why |= ReasonThrottle

@@ -86,6 +86,11 @@ type Input struct {
 	// task-based throttle (6.18), where a paced task can be descheduled
 	// holding a lock others wait for.
 	PacePeriodCap time.Duration
+	// PacedBelow says the dirtying tasks of a cgroup beneath this one
+	// are paced. The cgroup is then not frozen: that would stop them
+	// with the rest, which the pace exists to avoid; what dirties past
+	// their pace, their own backstop holds.
+	PacedBelow bool
 	// Frozen is whether the driver holds the cgroup frozen as it is
 	// observed (FreezerHeld only). The controller mirrors the driver
 	// from its own decisions and deadlines; where they disagree (a

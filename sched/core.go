@@ -91,7 +91,9 @@ type Core struct {
 	policy *config.Config
 
 	cgroups map[host.Cgroup]*cgroup // every known cgroup of the subtree
-	order   []*cgroup               // the same, in the order first listed or created
+	// pacing are the cgroups with a pacing episode open.
+	pacing map[host.Cgroup]bool
+	order  []*cgroup // the same, in the order first listed or created
 
 	// queue holds the cgroups waiting for a step, in the order they get
 	// one: throttled cgroups are put at the front.
@@ -188,6 +190,7 @@ func New(cfg Config, now time.Time) *Core {
 	c := &Core{
 		cfg: cfg, policy: cfg.Policy, now: now,
 		cgroups:   map[host.Cgroup]*cgroup{},
+		pacing:    map[host.Cgroup]bool{},
 		pending:   map[uint64]pendingOp{},
 		ancestors: map[host.Cgroup]reading{},
 	}

@@ -153,8 +153,12 @@ func (t *throttleState) adopt(frozen bool, last, now time.Time) {
 	t.holdUntil, t.runUntil, t.runAfter = time.Time{}, time.Time{}, 0
 }
 
-// closedLoop decides the freezer action and its deadlines.
-func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
+// closedLoop decides the freezer action and its deadlines. stale and
+// d.Reclaim are the userspace kswapd's this step (kswapd.go): a frozen
+// cgroup is not thawed while a step of its reclaim run is due or has not
+// been seen yet, and a thawed one runs no longer than its free memory
+// lasts (kswapdRun).
+func (c *Controller) closedLoop(in Input, dirty uint64, stale bool, d *Decision) {
 	t := &c.throttle
 	if in.Dirty.Limit == memcg.NoLimit {
 		c.endEpisode(in.Now, d)
@@ -164,7 +168,8 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 	case t.frozen:
 		held := in.Now.Sub(t.frozenAt)
 		d.Why |= ReasonThrottle
-		if dirty <= c.thawLevel(in) || held >= MaxPause {
+		reclaiming := c.reclaiming && (d.Reclaim > 0 || stale)
+		if dirty <= c.thawLevel(in) && !reclaiming || held >= MaxPause {
 			c.thaw(in.Now, d)
 			break
 		}
@@ -184,10 +189,10 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 		// Should HoldFor run out first, the device will have written
 		// bw × HoldFor meanwhile.
 		drained := uint64(c.bw.avg * d.HoldFor.Seconds())
-		d.RunFor = c.runFor(in, sat(dirty, drained))
+		d.RunFor = c.kswapdRun(in, c.runFor(in, sat(dirty, drained)), d.Reclaim)
 		t.holdUntil, t.runAfter = in.Now.Add(d.HoldFor), d.RunFor
 	default:
-		d.RunFor = c.runFor(in, dirty)
+		d.RunFor = c.kswapdRun(in, c.runFor(in, dirty), d.Reclaim)
 		if d.RunFor > 0 {
 			t.runUntil = in.Now.Add(d.RunFor)
 		}

@@ -32,13 +32,13 @@ func TestBackgroundReclaimWatermarks(t *testing.T) {
 			name: "seed 001: kswapd wakes below low_wmark and stops at high_wmark",
 			w:    w,
 			steps: []step{
-				{free: 8 * mib, wantReclaim: 0},                                      // plenty free: asleep
-				{free: 3663360, wantReclaim: 0},                                      // at low: not below it
-				{free: 3663360 - 1, wantReclaim: 4396032 - 3663359, wantStart: true}, // below low: wake, reclaim to high
-				{free: 4000000, wantReclaim: 396032},                                 // between: keeps running to high
-				{free: 4396032, wantReclaim: 0},                                      // reached high: sleeps
-				{free: 4000000, wantReclaim: 0},                                      // between, asleep: stays asleep
-				{free: 1 * mib, wantReclaim: 4396032 - 1*mib, wantStart: true},       // below low again: a new run
+				{free: 8 * mib, wantReclaim: 0},                           // plenty free: asleep
+				{free: 3663360, wantReclaim: 0},                           // at low: not below it
+				{free: 3663360 - 1, wantReclaim: 733184, wantStart: true}, // below low: wake, reclaim to high (4396032 - 3663359 in pages)
+				{free: 4000000, wantReclaim: 397312},                      // between: keeps running to high (396032 in pages)
+				{free: 4396032, wantReclaim: 0},                           // reached high: sleeps
+				{free: 4000000, wantReclaim: 0},                           // between, asleep: stays asleep
+				{free: 1 * mib, wantReclaim: 3350528, wantStart: true},    // below low again: a new run (4396032 - 1 MiB in pages)
 			},
 		},
 		{
@@ -207,8 +207,8 @@ func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 			if free < w.Low {
 				t.Errorf("woke with free %d below low %d: growth was not anticipated", free, w.Low)
 			}
-			if want := w.High - free; d.Reclaim != want {
-				t.Errorf("Reclaim = %d, want what is left to high, %d", d.Reclaim, want)
+			if want := pageUp(w.High - free); d.Reclaim != want {
+				t.Errorf("Reclaim = %d, want what is left to high in pages, %d", d.Reclaim, want)
 			}
 			// One decision reclaims a step at most.
 			in.ReclaimStep = 64 << 10

@@ -83,9 +83,10 @@ func (c *Controller) kswapd(in Input, free, ahead uint64, d *Decision) (stale bo
 		c.reclaiming = true
 	}
 	if c.reclaiming {
-		// What is left to high_wmark, and no more: the growth until the
-		// next step is the next step's to reclaim.
-		d.Reclaim = w.High - free
+		// What is left to high_wmark, in whole pages (the unit of the
+		// kernel's reclaim and of a v1 limit), and no more: the growth
+		// until the next step is the next step's to reclaim.
+		d.Reclaim = (w.High - free + memcg.PageSize - 1) &^ (memcg.PageSize - 1)
 		d.Why |= ReasonWatermark
 	}
 	return false

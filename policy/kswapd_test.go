@@ -20,6 +20,9 @@ type kswapdCgroup struct {
 	extra  uint64 // what the kernel reclaims past each request, at most
 }
 
+// pageUp is n in whole pages, rounded up.
+func pageUp(n uint64) uint64 { return (n + memcg.PageSize - 1) / memcg.PageSize * memcg.PageSize }
+
 // kswapdStep is one observation and its decision.
 type kswapdStep struct {
 	at   time.Duration
@@ -110,7 +113,7 @@ func TestKswapdRunEndsAtHighWmark(t *testing.T) {
 			runs := 0
 			for i, st := range steps {
 				// No step asks for more than what is left to high.
-				if want := sat(w.High, st.free); st.d.Reclaim > want {
+				if want := pageUp(sat(w.High, st.free)); st.d.Reclaim > want {
 					t.Errorf("step %d at %v (free %d): Reclaim %d, more than the %d left to high_wmark", i, st.at, st.free, st.d.Reclaim, want)
 				}
 				if st.d.ReclaimStart {
@@ -122,8 +125,8 @@ func TestKswapdRunEndsAtHighWmark(t *testing.T) {
 				}
 				// The step after a run's last one ends it, at high.
 				if i > 0 && steps[i-1].d.Reclaim > 0 && st.d.Why&ReasonWatermark == 0 {
-					if st.free < w.High || st.free > w.High+tt.k.extra {
-						t.Errorf("step %d at %v: the run ended with free %d, want high_wmark %d to %d", i, st.at, st.free, w.High, w.High+tt.k.extra)
+					if st.free < w.High || st.free >= w.High+tt.k.extra+memcg.PageSize {
+						t.Errorf("step %d at %v: the run ended with free %d, want high_wmark %d to %d and a page", i, st.at, st.free, w.High, w.High+tt.k.extra)
 					}
 					if want := st.free - w.High; st.d.ReclaimOvershoot != want {
 						t.Errorf("step %d at %v: ReclaimOvershoot %d, want free - high_wmark = %d", i, st.at, st.d.ReclaimOvershoot, want)
@@ -134,8 +137,8 @@ func TestKswapdRunEndsAtHighWmark(t *testing.T) {
 				t.Fatalf("no run started")
 			}
 			last := steps[len(steps)-1]
-			if last.free < w.High || last.free > w.High+tt.k.extra {
-				t.Errorf("at the end (%v), free %d, want high_wmark %d to %d", last.at, last.free, w.High, w.High+tt.k.extra)
+			if last.free < w.High || last.free >= w.High+tt.k.extra+memcg.PageSize {
+				t.Errorf("at the end (%v), free %d, want high_wmark %d to %d and a page", last.at, last.free, w.High, w.High+tt.k.extra)
 			}
 			if last.d.Reclaim != 0 {
 				t.Errorf("at the end, still reclaiming %d", last.d.Reclaim)
@@ -158,9 +161,9 @@ func TestKswapdLooksBeforeGrowthReachesMin(t *testing.T) {
 		{"free above high: looked at again before growth takes it to min_wmark", w.High + 1*mib,
 			time.Duration(float64(w.High+1*mib-w.Min)/growth*float64(time.Second)) - ms, false},
 		{"free below the wake-up: the run reclaims to high, and the look comes before growth takes high to min_wmark", w.Low,
-			time.Duration(float64(w.High-w.Min)/growth*float64(time.Second)) - ms, true},
+			time.Duration(float64(w.Low+pageUp(w.High-w.Low)-w.Min)/growth*float64(time.Second)) - ms, true},
 		{"free below min_wmark: the same, counted from where the run leaves it", w.Min / 2,
-			time.Duration(float64(w.High-w.Min)/growth*float64(time.Second)) - ms, true},
+			time.Duration(float64(w.Min/2+pageUp(w.High-w.Min/2)-w.Min)/growth*float64(time.Second)) - ms, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,8 +191,8 @@ func TestKswapdLooksBeforeGrowthReachesMin(t *testing.T) {
 			if got := d.Reclaim > 0; got != tt.wantRun {
 				t.Errorf("Reclaim %d, want a run: %v", d.Reclaim, tt.wantRun)
 			}
-			if tt.wantRun && d.Reclaim != w.High-tt.free {
-				t.Errorf("Reclaim %d, want what is left to high_wmark, %d", d.Reclaim, w.High-tt.free)
+			if tt.wantRun && d.Reclaim != pageUp(w.High-tt.free) {
+				t.Errorf("Reclaim %d, want what is left to high_wmark in pages, %d", d.Reclaim, pageUp(w.High-tt.free))
 			}
 		})
 	}
@@ -204,8 +207,8 @@ func TestKswapdDecidesNothingOnAReadingOlderThanItsLastStep(t *testing.T) {
 	}
 	c := NewController()
 	d := step(c, 0, 1*mib)
-	if d.Reclaim != w.High-1*mib || !d.ReclaimStart {
-		t.Fatalf("first step: Reclaim %d ReclaimStart %v, want %d and a run", d.Reclaim, d.ReclaimStart, w.High-1*mib)
+	if d.Reclaim != pageUp(w.High-1*mib) || !d.ReclaimStart {
+		t.Fatalf("first step: Reclaim %d ReclaimStart %v, want %d and a run", d.Reclaim, d.ReclaimStart, pageUp(w.High-1*mib))
 	}
 	// The reclaim completes at 3 ms; a reading taken at 2 ms, while it
 	// ran, still shows free at 1 MiB: asking again would reclaim twice.
@@ -252,8 +255,8 @@ func TestKswapdAndTheThrottle(t *testing.T) {
 	// Frozen, drained to freerun, with free memory below low: the run's
 	// step first.
 	d := step(10*ms, 12*mib, w.Low/2)
-	if d.Throttle != ThrottleHold || d.Reclaim != w.High-w.Low/2 {
-		t.Fatalf("drained, free below low: Throttle %v Reclaim %d, want a hold and the reclaim to high %d", d.Throttle, d.Reclaim, w.High-w.Low/2)
+	if d.Throttle != ThrottleHold || d.Reclaim != pageUp(w.High-w.Low/2) {
+		t.Fatalf("drained, free below low: Throttle %v Reclaim %d, want a hold and the reclaim to high %d", d.Throttle, d.Reclaim, pageUp(w.High-w.Low/2))
 	}
 	c.ReclaimDone(t0.Add(12*ms), memcg.Stat{}, false, 50*ms)
 	if d := step(11*ms, 12*mib, w.Low/2); d.Throttle != ThrottleHold || d.Reclaim != 0 {

@@ -14,16 +14,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reclaimV2 writes memory.reclaim in steps of at most ReclaimChunk until
-// the kernel has acknowledged n bytes, capped by protectedCap, or returns
-// EAGAIN, and returns the fall in memory.current.
+// reclaimV2 writes memory.reclaim in steps until memory.current has
+// fallen n below its reading at the start, or the steps have asked for n
+// in all, or the kernel returns EAGAIN, n capped by protectedCap; it
+// returns the fall in memory.current.
 //
 // The kernel (mm/memcontrol.c memory_reclaim; mm/vmscan.c
 // user_proactive_reclaim since 6.17) loops try_to_free_mem_cgroup_pages
 // until the request is met and returns EAGAIN after 16 rounds without
-// progress, having kept what it did reclaim. The write goes through
-// ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this function, and
-// ctx interrupts it.
+// progress, having kept what it did reclaim. It may reclaim more than it
+// is asked (Documentation/admin-guide/cgroup-v2.rst): every call takes at
+// least SWAP_CLUSTER_MAX pages, and until 6.7 one call was handed the
+// whole request, which a reclaim pass by priority can overshoot by as
+// much again (commits 0388536ac291 and 287d5fedb377 later cut the calls
+// into batches). So each step asks for half of what is left to the
+// target, the last (at most two batches of swapClusterMax) for all of it,
+// and memory.current is read again between steps: the fall ends within
+// about a granule of n, whatever the kernel's batching. The write goes
+// through ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this
+// function, and ctx interrupts it.
 func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	current := filepath.Join(dir, "memory.current")
 	file := filepath.Join(dir, "memory.reclaim")
@@ -40,13 +49,15 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 			host.ErrNothingReclaimed, dir)
 	}
 	n = min(n, limit)
+	target := before - min(n, before)
+	usage := before
 	var asked uint64
 	var short bool
-	for asked < n && !short {
+	for asked < n && usage > target && !short {
 		if err := ctx.Err(); err != nil {
 			return reclaimedSince(current, before, err)
 		}
-		chunk := min(n-asked, ReclaimChunk)
+		chunk := reclaimStepV2(usage-target, n-asked)
 		err := ctlfile.WriteCtx(ctx, file, strconv.FormatUint(chunk, 10))
 		switch {
 		case errors.Is(err, unix.EAGAIN):
@@ -55,12 +66,34 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 			return reclaimedSince(current, before, err)
 		}
 		asked += chunk
+		if usage, err = ctlfile.ReadUint(current); err != nil {
+			return 0, err
+		}
 	}
-	got, err := reclaimedSince(current, before, nil)
-	if err == nil && got == 0 && short {
-		err = fmt.Errorf("%w: %s answered EAGAIN", host.ErrNothingReclaimed, file)
+	got := fell(before, usage)
+	if got == 0 && short {
+		return 0, fmt.Errorf("%w: %s answered EAGAIN", host.ErrNothingReclaimed, file)
 	}
-	return got, err
+	return got, nil
+}
+
+// swapClusterMax is the least one call of try_to_free_mem_cgroup_pages
+// reclaims (mm/vmscan.c: nr_to_reclaim = max(nr_pages, SWAP_CLUSTER_MAX);
+// SWAP_CLUSTER_MAX is 32 pages, include/linux/swap.h): the granularity of
+// a reclaim's end (policy.ReclaimGranule).
+const swapClusterMax = 32 * ctlfile.PageSize
+
+// reclaimStepV2 is what one write to memory.reclaim asks for, left bytes
+// short of the target with budget bytes still to ask: half of left, or
+// all of it once it is at most two of the kernel's least batches, whole
+// pages, at most ReclaimChunk and budget.
+func reclaimStepV2(left, budget uint64) uint64 {
+	step := left
+	if left > 2*swapClusterMax {
+		step = left / 2
+	}
+	step = alignUp(step, ctlfile.PageSize)
+	return max(min(step, ReclaimChunk, budget), 1)
 }
 
 // reclaimedSince reads usage again and returns its fall from before, along

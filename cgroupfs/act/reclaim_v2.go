@@ -27,10 +27,9 @@ import (
 // least SWAP_CLUSTER_MAX pages, and until 6.7 one call was handed the
 // whole request, which a reclaim pass by priority can overshoot by as
 // much again (commits 0388536ac291 and 287d5fedb377 later cut the calls
-// into batches). So each step asks for half of what is left to the
-// target, the last (at most two batches of swapClusterMax) for all of it,
-// and memory.current is read again between steps: the fall ends within
-// about a granule of n, whatever the kernel's batching. The write goes
+// into batches). So the steps halve (reclaimStep), memory.current read
+// again between them: the fall ends within about a batch of n, whatever
+// the kernel's batching. The write goes
 // through ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this
 // function, and ctx interrupts it.
 func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
@@ -57,7 +56,7 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return reclaimedSince(current, before, err)
 		}
-		chunk := reclaimStepV2(usage-target, n-asked)
+		chunk := reclaimStep(usage-target, n-asked)
 		err := ctlfile.WriteCtx(ctx, file, strconv.FormatUint(chunk, 10))
 		switch {
 		case errors.Is(err, unix.EAGAIN):
@@ -75,25 +74,6 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s answered EAGAIN", host.ErrNothingReclaimed, file)
 	}
 	return got, nil
-}
-
-// swapClusterMax is the least one call of try_to_free_mem_cgroup_pages
-// reclaims (mm/vmscan.c: nr_to_reclaim = max(nr_pages, SWAP_CLUSTER_MAX);
-// SWAP_CLUSTER_MAX is 32 pages, include/linux/swap.h): the granularity of
-// a reclaim's end (policy.ReclaimGranule).
-const swapClusterMax = 32 * ctlfile.PageSize
-
-// reclaimStepV2 is what one write to memory.reclaim asks for, left bytes
-// short of the target with budget bytes still to ask: half of left, or
-// all of it once it is at most two of the kernel's least batches, whole
-// pages, at most ReclaimChunk and budget.
-func reclaimStepV2(left, budget uint64) uint64 {
-	step := left
-	if left > 2*swapClusterMax {
-		step = left / 2
-	}
-	step = alignUp(step, ctlfile.PageSize)
-	return max(min(step, ReclaimChunk, budget), 1)
 }
 
 // reclaimedSince reads usage again and returns its fall from before, along

@@ -24,10 +24,14 @@ var errNoBinary = errors.New("no memcgd binary: no Go toolchain to build ./cmd/m
 
 // TestMain builds the daemon once for the whole run. Started with
 // anonHelper as its first argument, the test binary is the anonymous
-// memory helper instead (startAnon).
+// memory helper instead (startAnon); with pageCacheHelper, the page cache
+// writer (startPageCache).
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == anonHelper {
 		os.Exit(runAnonHelper(os.Args[2]))
+	}
+	if len(os.Args) == 4 && os.Args[1] == pageCacheHelper {
+		os.Exit(runPageCacheHelper(os.Args[2], os.Args[3]))
 	}
 	dir, err := os.MkdirTemp("", "memcgd-daemon-test-")
 	if err != nil {

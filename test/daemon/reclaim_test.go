@@ -1,9 +1,14 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,11 +111,14 @@ func TestDaemonBackgroundReclaim(t *testing.T) {
 // filled with page cache is held at its limit less high_wmark, no lower:
 // a kernel engineer's test that writes 50 MiB of page cache into a 30 MiB
 // cgroup and expects it full must not fail because memcgd runs. Each
-// round writes page cache until free is below low_wmark (the first round
-// 50 MiB, the next ones twice high_wmark more), waits for the daemon's
-// background reclaim to settle, and checks where its last run ended:
-// within 512 KiB past high_wmark, never short of it. With the default
-// policy high_wmark is about 1 MiB; with min_free_kbytes 8192, 12 MiB.
+// round has the cgroup's writer write page cache until free is below
+// low_wmark (the first round 50 MiB, the next ones twice high_wmark
+// more), waits for the daemon's background reclaim to settle, and checks
+// where its last run ended: within 512 KiB past high_wmark, never short of
+// it. The writer lives on through the rounds: a process that exits
+// uncharges its own memory (a dd's 1 MiB buffer, its page tables), which
+// would raise free past high_wmark by itself. With the default policy
+// high_wmark is about 1 MiB; with min_free_kbytes 8192, 12 MiB.
 func TestDaemonReclaimRunsEndAtHighWmark(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	const (
@@ -134,7 +142,6 @@ func TestDaemonReclaimRunsEndAtHighWmark(t *testing.T) {
 			setLimit(t, l, c, limit)
 			d := newDaemon(t, managedConfig(parent.Path, tt.defaults))
 			d.start()
-			dir := diskDir(t)
 
 			// Free memory every millisecond throughout, for the log: the
 			// kernel's own reclaim at the limit is in it too.
@@ -146,17 +153,15 @@ func TestDaemonReclaimRunsEndAtHighWmark(t *testing.T) {
 				t.Logf("peak free after the first time below low_wmark, sampled every ms: %d KiB (high_wmark %d KiB)", <-peak>>10, w.High>>10)
 			}()
 
-			more := (max(2*w.High, 4*mib) + mib - 1) / mib * mib
+			more := (max(2*w.High, 4*mib) + mib - 1) / mib
+			sizes := []uint64{50, more, more} // MiB
+			pc := startPageCache(t, c, diskDir(t), sizes)
 			runs := uint64(0)
-			for i, size := range []uint64{50 * mib, more, more} {
-				file := filepath.Join(dir, fmt.Sprintf("cache%d", i))
-				dd := c.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count="+strconv.FormatUint(size/mib, 10))
-				if err := dd.Wait(); err != nil {
-					t.Fatalf("round %d: dd %d MiB: %v (stderr %q)", i+1, size/mib, err, dd.Stderr)
-				}
+			for i, size := range sizes {
+				pc.round(t, i, 30*time.Second*slow())
 				s, st := settle(t, d, l, c, w, 10*time.Second*slow())
 				t.Logf("round %d: wrote %d MiB; settled at usage %d KiB, free %d KiB (low_wmark %d KiB, high_wmark %d KiB); pgoutrun %d, reclaimed %d KiB, reclaim_overshoot %d KiB",
-					i+1, size/mib, s.Usage>>10, s.Free()>>10, w.Low>>10, w.High>>10, st["pgoutrun"], st["reclaimed_bytes"]>>10, st["reclaim_overshoot_bytes"]>>10)
+					i+1, size, s.Usage>>10, s.Free()>>10, w.Low>>10, w.High>>10, st["pgoutrun"], st["reclaimed_bytes"]>>10, st["reclaim_overshoot_bytes"]>>10)
 				if st["pgoutrun"] <= runs {
 					t.Errorf("round %d: pgoutrun %d, want a background reclaim run since the last round (%d)", i+1, st["pgoutrun"], runs)
 				}
@@ -167,6 +172,91 @@ func TestDaemonReclaimRunsEndAtHighWmark(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// pageCacheHelper is the first argument that makes the test binary the
+// page cache writer.
+const pageCacheHelper = "memcgd-test-pagecache-helper"
+
+// runPageCacheHelper writes, for each of sizes (MiB, comma-separated), a
+// file of that size in dir in 64 KiB writes, not synced, once dir holds
+// go-N (N from 0), and reports each with done-N; then it sleeps, holding
+// its memory, until killed.
+func runPageCacheHelper(dir, sizes string) int {
+	buf := make([]byte, 64<<10)
+	for i, f := range strings.Split(sizes, ",") {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: size %q: want MiB\n", pageCacheHelper, f)
+			return 2
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("go-%d", i))); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		file, err := os.Create(filepath.Join(dir, fmt.Sprintf("cache-%d", i)))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", pageCacheHelper, err)
+			return 1
+		}
+		for written := uint64(0); written < n*mib; {
+			m, err := file.Write(buf)
+			// A freeze by the throttle interrupts a write (a fake
+			// signal): it returns short, and the loop goes on.
+			written += uint64(m)
+			if err != nil && !errors.Is(err, syscall.EINTR) {
+				fmt.Fprintf(os.Stderr, "%s: write: %v\n", pageCacheHelper, err)
+				return 1
+			}
+		}
+		if err := file.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", pageCacheHelper, err)
+			return 1
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("done-%d", i)), nil, 0o600); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", pageCacheHelper, err)
+			return 1
+		}
+	}
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// pageCache is a running page cache writer in a cgroup.
+type pageCache struct {
+	dir string
+	cmd *exec.Cmd
+}
+
+// startPageCache starts the page cache writer in c, its files in dir.
+func startPageCache(t *testing.T, c *cgrouptest.Cgroup, dir string, sizes []uint64) *pageCache {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	for _, s := range sizes {
+		list = append(list, strconv.FormatUint(s, 10))
+	}
+	return &pageCache{dir: dir, cmd: c.Start(t, exe, pageCacheHelper, dir, strings.Join(list, ","))}
+}
+
+// round has the writer write its i-th file and waits until it has.
+func (p *pageCache) round(t *testing.T, i int, within time.Duration) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(p.dir, fmt.Sprintf("go-%d", i)), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := poll(within, 10*time.Millisecond, func() bool {
+		_, err := os.Stat(filepath.Join(p.dir, fmt.Sprintf("done-%d", i)))
+		return err == nil
+	}); !ok {
+		t.Fatalf("round %d: the page cache writer did not finish within %v (stderr %q)", i+1, within, p.cmd.Stderr)
 	}
 }
 

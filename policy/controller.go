@@ -117,9 +117,7 @@ func (c *Controller) Step(in Input) Decision {
 	}
 
 	// Seed 001: kswapd wakes when free drops below low and runs until
-	// free reaches high (kswapd.go). Before the throttle: a thaw waits
-	// for the run's step, and a run thawed lasts no longer than the free
-	// memory (freeze.go).
+	// free reaches high (kswapd.go).
 	free := s.Free()
 	ahead := uint64(c.growth * in.horizon().Seconds())
 	stale := c.kswapd(in, free, ahead, &d)
@@ -154,7 +152,7 @@ func (c *Controller) Step(in Input) Decision {
 	}
 	switch in.freezer() {
 	case FreezerHeld:
-		c.closedLoop(in, dirty, stale, &d)
+		c.closedLoop(in, dirty, &d)
 	default:
 		c.endEpisode(in.Now, &d) // the driver cannot hold a freeze
 		if in.Dirty.Limit != memcg.NoLimit && dirty >= c.freezeLevel(in) {

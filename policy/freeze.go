@@ -153,12 +153,8 @@ func (t *throttleState) adopt(frozen bool, last, now time.Time) {
 	t.holdUntil, t.runUntil, t.runAfter = time.Time{}, time.Time{}, 0
 }
 
-// closedLoop decides the freezer action and its deadlines. stale and
-// d.Reclaim are the userspace kswapd's this step (kswapd.go): a frozen
-// cgroup is not thawed while a step of its reclaim run is due or has not
-// been seen yet, and a thawed one runs no longer than its free memory
-// lasts (kswapdRun).
-func (c *Controller) closedLoop(in Input, dirty uint64, stale bool, d *Decision) {
+// closedLoop decides the freezer action and its deadlines.
+func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 	t := &c.throttle
 	if in.Dirty.Limit == memcg.NoLimit {
 		c.endEpisode(in.Now, d)
@@ -168,8 +164,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, stale bool, d *Decision)
 	case t.frozen:
 		held := in.Now.Sub(t.frozenAt)
 		d.Why |= ReasonThrottle
-		reclaiming := c.reclaiming && (d.Reclaim > 0 || stale)
-		if dirty <= c.thawLevel(in) && !reclaiming || held >= MaxPause {
+		if dirty <= c.thawLevel(in) || held >= MaxPause {
 			c.thaw(in.Now, d)
 			break
 		}
@@ -189,10 +184,10 @@ func (c *Controller) closedLoop(in Input, dirty uint64, stale bool, d *Decision)
 		// Should HoldFor run out first, the device will have written
 		// bw × HoldFor meanwhile.
 		drained := uint64(c.bw.avg * d.HoldFor.Seconds())
-		d.RunFor = c.kswapdRun(in, c.runFor(in, sat(dirty, drained)), d.Reclaim)
+		d.RunFor = c.runFor(in, sat(dirty, drained))
 		t.holdUntil, t.runAfter = in.Now.Add(d.HoldFor), d.RunFor
 	default:
-		d.RunFor = c.kswapdRun(in, c.runFor(in, dirty), d.Reclaim)
+		d.RunFor = c.runFor(in, dirty)
 		if d.RunFor > 0 {
 			t.runUntil = in.Now.Add(d.RunFor)
 		}

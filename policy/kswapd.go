@@ -25,11 +25,13 @@ import (
 // the horizon ends the run that far past high whenever the tasks stop
 // charging, which a filled cgroup's last run always does.
 //
-// What it cannot see is a throttled writer's run between two freezes,
-// which charges at the writer's full rate. So the throttle cooperates
-// (freeze.go, closedLoop): a frozen cgroup is thawed only once the run's
-// step has been taken and seen, and a thawed one runs no longer than its
-// free memory lasts (kswapdRun).
+// What high_wmark leaves for the tasks to charge between two looks is
+// then all the kswapd has to absorb its reaction: the seed's watermarks
+// are sized for a kswapd in the kernel, woken at low by the charge
+// itself. A writer that charges more than high_wmark within a look (a
+// thawed writer at 1.5 GB/s charges the 1.9 MiB of a 100 MiB cgroup's in
+// about a millisecond) reaches the limit, where the kernel reclaims in
+// the writer; a larger min_free_kbytes gives the userspace kswapd room.
 //
 // Each step asks for no more than what is left to high_wmark, and the
 // next step looks again before asking more. The kernel may reclaim more
@@ -121,30 +123,3 @@ func (c *Controller) kswapdLook(in Input, free uint64, d *Decision) (t time.Dura
 	}
 	return max(t, MinLook), true
 }
-
-// kswapdRun bounds run, a thawed cgroup's RunFor, by how long its free
-// memory lasts: from the free memory this step leaves (free plus what it
-// reclaims) down to min_wmark, at the rate the cgroup dirties while it
-// runs, each dirtied byte a charge at worst, at least MinKswapdRun. A
-// userspace kswapd does not see a run between two freezes, and a writer
-// let out by a thaw charges at its full rate (2 MiB in a millisecond at
-// 2 GB/s, as much as high_wmark under a 100 MiB limit), so a run that
-// outlasts the free memory ends in charges at the limit: the kernel's
-// reclaim in the writer, which seed 001 exists to spare it. The writer
-// runs as much in all, in shorter runs: the device, not the run's
-// length, sets a throttled writer's pace. A run without a deadline (0)
-// stays so.
-func (c *Controller) kswapdRun(in Input, run time.Duration, reclaim uint64) time.Duration {
-	w := in.Watermarks
-	if run <= 0 || in.Exempt || !w.Enabled() || in.Stat.Limit == memcg.NoLimit || c.runRate <= 0 {
-		return run
-	}
-	left := sat(satAdd(in.Stat.Free(), reclaim), w.Min)
-	lasts := time.Duration(float64(left) / c.runRate * float64(time.Second))
-	return max(min(run, lasts), MinKswapdRun)
-}
-
-// MinKswapdRun is the shortest run kswapdRun gives a thawed cgroup: a
-// refreeze is the driver's own timer and one cgroupfs write, tens of
-// microseconds, so a run need not last a look's MinLook.
-const MinKswapdRun = 100 * time.Microsecond

@@ -30,7 +30,8 @@ import (
 // is full: with gigabytes dirty, one call held the device for seconds. So
 // a write-out submits ranges of WriteChunk bytes, one per file per round,
 // rotating through the cgroup's files, and starts no chunk after its
-// budget (WriteOutsOptions.Budget); where a file's write-out stopped, and
+// budget (WriteOutsOptions.Budget), nor after a chunk that found the
+// device's queue full (WriteOutQueueFull); where a file's write-out stopped, and
 // which file is next, is kept per cgroup (a cursor) for the next
 // write-out to continue from. The cursors are kept here rather than
 // returned to the caller: they name files (device and inode), which the
@@ -54,6 +55,15 @@ import (
 // inode over a fast device; here a chunk is one system call, and a larger
 // one holds the request queue longer per turn.
 const WriteChunk = 4 << 20
+
+// WriteOutQueueFull is how long a chunk's sync_file_range may take before
+// the write-out stops after it: submitting 4 MiB of dirty pages costs well
+// under a millisecond of CPU, so a call that took longer waited for room
+// in the device's request queue (or for blk-wbt's writeback depth,
+// block/blk-wbt.c). The device then has a full queue to work on until the
+// next write-out, and more chunks now would only block the write-out, and
+// with it the cgroup's next action, for as long.
+const WriteOutQueueFull = 2 * time.Millisecond
 
 // DefaultWriteOutBudget is WriteOutsOptions.Budget's default: after it, a
 // write-out starts no new chunk. Shorter than the flusher's HZ/10 between
@@ -262,13 +272,15 @@ type turn struct {
 	size    int64
 	started bool // a chunk was submitted
 	done    bool // nothing more to do for it in this write-out
+	full    bool // its chunk waited for the device's queue (WriteOutQueueFull)
 	err     error
 }
 
 // chunks runs the rounds of one write-out over files from c: each round
 // gives every file not yet done one chunk from its cursor, a filesystem's
 // files in one bounded operation, until every file is covered round to
-// its cursor, or deadline passes (the first chunk is always started).
+// its cursor, a chunk finds the device's queue full, or deadline passes
+// (the first chunk is always started).
 // It returns how many distinct files had a chunk started.
 func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, deadline time.Time) (int, error) {
 	files = rotate(dedupFiles(files), c.next)
@@ -325,7 +337,9 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 					if (!first || k > 0) && !w.opts.now().Before(deadline) {
 						return // the rest waits for the next write-out
 					}
-					turns[k] = w.turn(files[i], turns[k].off)
+					if turns[k] = w.turn(files[i], turns[k].off); turns[k].full {
+						return
+					}
 				}
 			})
 			if err != nil {
@@ -362,6 +376,9 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 				st[i].done = t.done || st[i].covered >= t.size
 				if t.started {
 					started[i], anyChunk, progressed = true, true, true
+				}
+				if t.full {
+					deadline = time.Time{} // the device has enough to do
 				}
 			}
 			if stopped >= 0 {
@@ -414,10 +431,12 @@ func (w *WriteOuts) turn(f chunkFile, off int64) turn {
 		off = 0
 	}
 	n := min(int64(WriteChunk), s.Size-off)
+	start := w.opts.now()
 	if err := w.opts.sync(int(file.Fd()), off, n); err != nil {
 		t.done, t.err = true, fmt.Errorf("sync_file_range: %w", err)
 		return t
 	}
+	t.full = w.opts.now().Sub(start) >= WriteOutQueueFull
 	t.off, t.covered, t.started = off+n, n, true
 	return t
 }

@@ -17,14 +17,15 @@ import (
 )
 
 // chunkRig runs write-outs over files in a directory with a clock that
-// each sync_file_range call moves on by a millisecond, and records the
-// calls as "file@offset+length" in MiB.
+// each sync_file_range call moves on by delay (a millisecond unless set),
+// and records the calls as "file@offset+length" in MiB.
 type chunkRig struct {
 	t     *testing.T
 	dir   string
 	w     *WriteOuts
 	mu    sync.Mutex
 	now   time.Time
+	delay time.Duration // each call's
 	calls []string
 }
 
@@ -32,7 +33,7 @@ const chunkMiB = 1 << 20
 
 func newChunkRig(t *testing.T) *chunkRig {
 	t.Helper()
-	r := &chunkRig{t: t, dir: t.TempDir(), now: time.Unix(1000, 0)}
+	r := &chunkRig{t: t, dir: t.TempDir(), now: time.Unix(1000, 0), delay: time.Millisecond}
 	bio, err := safeio.NewBoundedIO(safeio.IOOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func newChunkRig(t *testing.T) *chunkRig {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.calls = append(r.calls, fmt.Sprintf("%s@%d+%d", filepath.Base(p), off/chunkMiB, n/chunkMiB))
-			r.now = r.now.Add(time.Millisecond)
+			r.now = r.now.Add(r.delay)
 			return nil
 		},
 	})
@@ -105,9 +106,22 @@ func TestWriteOutChunks(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
+		delay time.Duration // of a call, if not a millisecond
 		files func(r *chunkRig) []chunkFile
 		ops   []op
 	}{
+		{
+			name:  "a chunk that waited for the device's queue ends the write-out: the device has enough to do",
+			delay: WriteOutQueueFull,
+			files: func(r *chunkRig) []chunkFile {
+				return []chunkFile{r.file("a", 10, key), r.file("b", 10, key)}
+			},
+			ops: []op{
+				{budget: 100, want: "a@0+4", wantFiles: 1},
+				{budget: 100, want: "b@0+4", wantFiles: 1},
+				{budget: 100, want: "a@4+4", wantFiles: 1},
+			},
+		},
 		{
 			name:  "a file larger than a chunk is written a chunk at a time, each write-out going on where the last stopped",
 			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 10, key)} },
@@ -188,6 +202,9 @@ func TestWriteOutChunks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newChunkRig(t)
+			if tt.delay != 0 {
+				r.delay = tt.delay
+			}
 			files := tt.files(r)
 			c := r.w.take("/cg")
 			for i, op := range tt.ops {

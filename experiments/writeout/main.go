@@ -102,6 +102,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	for _, a := range arms {
 		names = append(names, a.Name)
 	}
+	medians := lab.NewMedians(names...)
 	for run := 1; run <= b.Runs; run++ {
 		rs := make([]result, len(arms))
 		for _, i := range lab.Order(run, len(arms)) {
@@ -115,18 +116,21 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		for i, a := range arms {
 			order[i] = a.Arm
 		}
-		fmt.Printf("### run %d (%s)\n\n%s\n", run, lab.OrderText(run, order), table(names, rs))
+		fmt.Printf("### run %d (%s)\n\n%s\n", run, lab.OrderText(run, order), table(names, rs, medians))
 		for i, r := range rs {
 			if r.perfNote != "" {
 				fmt.Printf("%s: sync_file_range not measured: %s\n", names[i], r.perfNote)
 			}
 		}
 	}
+	if b.Runs > 1 {
+		fmt.Printf("### medians of %d runs\n\n%s\n", b.Runs, medians)
+	}
 	return nil
 }
 
-// table is the arms' figures side by side.
-func table(names []string, rs []result) string {
+// table is the arms' figures side by side; m gathers them over the runs.
+func table(names []string, rs []result, m *lab.Medians) string {
 	t := lab.NewCompare(names...)
 	num := func(name, format string, f func(result) float64) {
 		v := make([]float64, len(rs))
@@ -134,6 +138,7 @@ func table(names []string, rs []result) string {
 			v[i] = f(r)
 		}
 		t.Num(name, format, v...)
+		m.Num(name, format, v...)
 	}
 	ms := func(s lab.Series, p float64) float64 {
 		if len(s) == 0 {
@@ -344,8 +349,8 @@ func (t *trace) stop() (calls, ops lab.Series, err error) {
 		}
 		start, err1 := strconv.ParseFloat(m[1], 64)
 		dur, err2 := strconv.ParseFloat(m[2], 64)
-		if err1 != nil || err2 != nil {
-			continue
+		if err1 != nil || err2 != nil || dur < 0 || dur > 1e6 {
+			continue // not a duration perf measured
 		}
 		// perf prints a call when it ends, stamped with its start.
 		cs = append(cs, call{start, start + dur})

@@ -329,12 +329,13 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 			for k, i := range todo {
 				turns[k].off = st[i].off
 			}
-			// Each round's turns are the round goroutine's own until Do
-			// returns: an abandoned round may still write them.
-			first := !anyChunk
+			// Each round's turns, and what it reads, are the round
+			// goroutine's own until Do returns: an abandoned round may
+			// still be at them.
+			first, until := !anyChunk, deadline
 			err := w.bio.Do(ctx, files[todo[0]].key, func() {
 				for k, i := range todo {
-					if (!first || k > 0) && !w.opts.now().Before(deadline) {
+					if (!first || k > 0) && !w.opts.now().Before(until) {
 						return // the rest waits for the next write-out
 					}
 					if turns[k] = w.turn(files[i], turns[k].off); turns[k].full {

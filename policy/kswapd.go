@@ -106,20 +106,22 @@ func kswapdWake(w memcg.Watermarks, ahead uint64) uint64 {
 // the look comes before its growth takes free below min_wmark, counted
 // from this observation: from the free memory the step leaves (free plus
 // what it reclaims), at the recent growth rate, less the reaction delay.
-// ok is false when that is no sooner than the active interval, or the
-// cgroup does not grow.
+// ok is false when that is no sooner than the active interval, sooner
+// than MinLook, or the cgroup does not grow.
 func (c *Controller) kswapdLook(in Input, free uint64, d *Decision) (t time.Duration, ok bool) {
 	w := in.Watermarks
 	if in.Exempt || !w.Enabled() || in.Stat.Limit == memcg.NoLimit || c.growth <= 0 {
 		return 0, false
 	}
 	left := satAdd(free, d.Reclaim)
-	if left <= w.Min {
-		return MinLook, true
-	}
-	t = time.Duration(float64(left-w.Min)/c.growth*float64(time.Second)) - in.Reaction
-	if t >= in.activeInterval() {
+	t = time.Duration(float64(sat(left, w.Min))/c.growth*float64(time.Second)) - in.Reaction
+	if t >= in.activeInterval() || t < MinLook {
+		// Slow growth: the active interval's look is soon enough. Growth
+		// too fast for the looks to keep ahead of (high_wmark charged in
+		// less than a look): looks at the floor would cost the CPU the
+		// writer runs on and still come late, and the kernel reclaims at
+		// the limit, as it does when the seed's kswapd falls behind.
 		return 0, false
 	}
-	return max(t, MinLook), true
+	return t, true
 }

@@ -224,3 +224,26 @@ func TestKswapdDecidesNothingOnAReadingOlderThanItsLastStep(t *testing.T) {
 		t.Errorf("after the reclaim: Reclaim %d Why %v ReclaimOvershoot %d, want the run ended, 4096 past high", d.Reclaim, d.Why, d.ReclaimOvershoot)
 	}
 }
+
+// Growth that would charge high_wmark down to min_wmark sooner than a look
+// can come is not chased with looks at the floor: they would come late
+// all the same, on the CPU the writer runs on. The run goes on at the
+// active interval, and the kernel reclaims at the limit meanwhile.
+func TestKswapdDoesNotChaseGrowthFasterThanItsLooks(t *testing.T) {
+	limit, w := seed001()
+	c := NewController()
+	t0 := time.Unix(1000, 0)
+	const perStep = 40 * mib // every 10 ms: 4 GiB/s
+	end := limit - w.Low
+	var d Decision
+	for i := 0; i <= 100; i++ {
+		usage := end - uint64(100-i)*perStep/100 // a second of it, ending at low
+		d = c.Step(Input{Now: t0.Add(time.Duration(i) * 10 * ms), Stat: memcg.Stat{Limit: limit, Usage: usage, File: usage,
+			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: uint64(i) * perStep}},
+			Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}, Watermarks: w,
+			Reaction: ms, ActiveInterval: 50 * ms})
+	}
+	if d.Reclaim == 0 || d.NextLook != 50*ms {
+		t.Errorf("Reclaim %d NextLook %v, want the run, looked at again at the active interval", d.Reclaim, d.NextLook)
+	}
+}

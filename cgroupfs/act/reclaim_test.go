@@ -121,7 +121,8 @@ func TestReclaimLowersUsage(t *testing.T) {
 // high_wmark, on v2 (memory.reclaim, which may reclaim more than asked)
 // and on v1 (the limit squeeze), from small requests to a chunk's worth.
 // What the kernel takes past a request is its batches (SWAP_CLUSTER_MAX
-// pages a call, checked between batches) and whole folios.
+// pages a call, checked between batches) and whole folios: the cache is
+// written in 64 KiB writes, so that its folios are no larger.
 func TestReclaimEndsCloseToTheRequest(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	dir := cgrouptest.DiskDir(t)
@@ -130,7 +131,13 @@ func TestReclaimEndsCloseToTheRequest(t *testing.T) {
 	for _, ask := range []uint64{128 << 10, 1 * mib, 4 * mib, min(16*mib, sz.cache/4)} {
 		t.Run(strconv.FormatUint(ask>>10, 10)+"KiB", func(t *testing.T) {
 			c := cgrouptest.New(t, l, 0)
-			writeSynced(t, c, filepath.Join(dir, "cache"), sz.cache)
+			// 64 KiB writes: folios no larger (ext4's large folios follow
+			// the write size), since reclaim frees whole folios.
+			cmd := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "cache"), "bs=64k",
+				"count="+strconv.FormatUint(sz.cache/(64<<10), 10), "conv=fsync")
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("dd: %v", err)
+			}
 			j := cgrouptest.Journal(t, l)
 			before := c.Usage(t)
 			got, err := act.Reclaim(context.Background(), l, c.Path, ask, j)

@@ -39,11 +39,11 @@ import (
 // interface has no place for; FS drops a cgroup's with Forget.
 //
 // A range bounds the bytes a call covers, not the dirty pages it finds,
-// so a range of WriteChunk submits at most WriteChunk. Clean ranges cost
-// a tagged page-cache lookup each (write_cache_pages looks for
-// PAGECACHE_TAG_DIRTY), microseconds, and a file is covered at most once
-// per write-out, so a write-out ends once every file has been covered
-// from its cursor round to it, or its budget is spent.
+// so a range of WriteChunk submits at most WriteChunk. A file is covered
+// from its cursor to its end, and again from its tail (tailSpan: the
+// cgroup's dirty bytes before its end, where an appending writer's dirty
+// pages are), and at most that much per write-out, so a write-out ends
+// once every file has been covered that far, or its budget is spent.
 
 // WriteChunk is the most one sync_file_range call of a targeted write-out
 // covers: the kernel's MIN_WRITEBACK_PAGES (4 MiB, fs/fs-writeback.c).
@@ -211,7 +211,7 @@ func (w *WriteOuts) WriteOut(ctx context.Context, cg host.Cgroup, src Sources) (
 	}
 	c := w.take(cg)
 	defer w.put(c)
-	n, err := w.chunks(ctx, c, files, start.Add(w.opts.Budget))
+	n, err := w.chunks(ctx, c, files, start.Add(w.opts.Budget), tailSpan(dirty))
 	out.Files = n
 	if err != nil {
 		return out, fmt.Errorf("write out %s: %w", cg, err)
@@ -282,7 +282,7 @@ type turn struct {
 // its cursor, a chunk finds the device's queue full, or deadline passes
 // (the first chunk is always started).
 // It returns how many distinct files had a chunk started.
-func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, deadline time.Time) (int, error) {
+func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, deadline time.Time, span int64) (int, error) {
 	files = rotate(dedupFiles(files), c.next)
 	if len(files) == 0 {
 		c.at = make(map[fileID]int64)
@@ -338,7 +338,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 					if (!first || k > 0) && !w.opts.now().Before(until) {
 						return // the rest waits for the next write-out
 					}
-					if turns[k] = w.turn(files[i], turns[k].off); turns[k].full {
+					if turns[k] = w.turn(files[i], turns[k].off, span); turns[k].full {
 						return
 					}
 				}
@@ -374,7 +374,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 				}
 				st[i].off = t.off
 				st[i].covered += t.covered
-				st[i].done = t.done || st[i].covered >= t.size
+				st[i].done = t.done || st[i].covered >= min(t.size, span)
 				if t.started {
 					started[i], anyChunk, progressed = true, true, true
 				}
@@ -406,9 +406,10 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 	return len(started), errors.Join(errs...)
 }
 
-// turn is one file's turn: open it, and submit the chunk at off (from 0
-// again past its end). It may block.
-func (w *WriteOuts) turn(f chunkFile, off int64) turn {
+// turn is one file's turn: open it, and submit the chunk at off, or at its
+// tail (tailStart) if off is before the tail or past the end. It may
+// block.
+func (w *WriteOuts) turn(f chunkFile, off, span int64) turn {
 	t := turn{off: off}
 	file, err := f.open()
 	if err != nil {
@@ -428,8 +429,8 @@ func (w *WriteOuts) turn(f chunkFile, off int64) turn {
 		t.done = true
 		return t
 	}
-	if off >= s.Size || off < 0 {
-		off = 0
+	if tail := tailStart(s.Size, span); off < tail || off >= s.Size {
+		off = tail
 	}
 	n := min(int64(WriteChunk), s.Size-off)
 	start := w.opts.now()
@@ -440,6 +441,26 @@ func (w *WriteOuts) turn(f chunkFile, off int64) turn {
 	t.full = w.opts.now().Sub(start) >= WriteOutQueueFull
 	t.off, t.covered, t.started = off+n, n, true
 	return t
+}
+
+// tailSpan is how far from its end a file's write-out begins, and how
+// much of it one write-out covers at most: the cgroup's dirty bytes when
+// the write-out began, in whole chunks, at least one. A file can hold no
+// more of the cgroup's dirty pages than that, and an appending writer's
+// are all there; a file dirtied further from its end is reached there
+// only by the kernel's flusher (or Flush). Covering a large file from its
+// start instead spent whole write-outs on clean ranges (a call each,
+// which ext4_writepages makes cost a tenth of a millisecond or more)
+// while its dirty tail waited and the device idled.
+func tailSpan(dirty uint64) int64 {
+	chunks := (dirty + WriteChunk - 1) / WriteChunk
+	return int64(max(chunks, 1) * WriteChunk)
+}
+
+// tailStart is where a file of size bytes is written out from: span
+// before its end, on a chunk's boundary, or its start.
+func tailStart(size, span int64) int64 {
+	return max(size-span, 0) / WriteChunk * WriteChunk
 }
 
 // dedupFiles keeps the first of each file listed twice (a task's and the

@@ -81,14 +81,15 @@ func (r *chunkRig) file(name string, size int64, key safeio.Key) chunkFile {
 
 // run is one write-out of files from c with a budget of chunks chunks
 // (the deadline falls half a millisecond after the last of them starts),
-// and returns its calls and how many files it started.
-func (r *chunkRig) run(c *cursor, files []chunkFile, chunks int) ([]string, int) {
+// the cgroup holding dirty MiB dirty, and returns its calls and how many
+// files it started.
+func (r *chunkRig) run(c *cursor, files []chunkFile, chunks int, dirty uint64) ([]string, int) {
 	r.t.Helper()
 	r.mu.Lock()
 	deadline := r.now.Add(time.Duration(chunks)*time.Millisecond - time.Millisecond/2)
 	r.calls = nil
 	r.mu.Unlock()
-	n, err := r.w.chunks(context.Background(), c, files, deadline)
+	n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(dirty*chunkMiB))
 	if err != nil {
 		r.t.Fatalf("chunks: %v", err)
 	}
@@ -103,6 +104,7 @@ func TestWriteOutChunks(t *testing.T) {
 		budget    int // chunks
 		want      string
 		wantFiles int
+		dirty     uint64 // MiB the cgroup holds dirty; 0: 64
 	}
 	tests := []struct {
 		name  string
@@ -110,6 +112,15 @@ func TestWriteOutChunks(t *testing.T) {
 		files func(r *chunkRig) []chunkFile
 		ops   []op
 	}{
+		{
+			name:  "a large file is written out from its tail, as far from its end as the cgroup has dirty bytes",
+			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 40, key)} },
+			ops: []op{
+				{budget: 100, dirty: 6, want: "a@32+4 a@36+4", wantFiles: 1}, // 6 MiB dirty: two chunks before the end
+				{budget: 100, dirty: 2, want: "a@36+4", wantFiles: 1},        // past the end: back to the tail
+				{budget: 100, dirty: 100, want: "a@0+4 a@4+4 a@8+4 a@12+4 a@16+4 a@20+4 a@24+4 a@28+4 a@32+4 a@36+4", wantFiles: 1},
+			},
+		},
 		{
 			name:  "a chunk that waited for the device's queue ends the write-out: the device has enough to do",
 			delay: WriteOutQueueFull,
@@ -208,7 +219,10 @@ func TestWriteOutChunks(t *testing.T) {
 			files := tt.files(r)
 			c := r.w.take("/cg")
 			for i, op := range tt.ops {
-				calls, n := r.run(c, files, op.budget)
+				if op.dirty == 0 {
+					op.dirty = 64
+				}
+				calls, n := r.run(c, files, op.budget, op.dirty)
 				if got := strings.Join(calls, " "); got != op.want || n != op.wantFiles {
 					t.Errorf("write-out %d: %q, %d files; want %q, %d files", i+1, got, n, op.want, op.wantFiles)
 				}
@@ -222,7 +236,7 @@ func TestWriteOutsForget(t *testing.T) {
 	r := newChunkRig(t)
 	files := []chunkFile{r.file("a", 10, safeio.DeviceKey(1))}
 	c := r.w.take("/cg")
-	r.run(c, files, 1)
+	r.run(c, files, 1, 64)
 	r.w.put(c)
 	if c2 := r.w.take("/cg"); c2 != c {
 		t.Fatalf("the cursor was not kept")
@@ -231,7 +245,7 @@ func TestWriteOutsForget(t *testing.T) {
 	}
 	r.w.Forget("/cg")
 	c3 := r.w.take("/cg")
-	if calls, _ := r.run(c3, files, 1); strings.Join(calls, " ") != "a@0+4" {
+	if calls, _ := r.run(c3, files, 1, 64); strings.Join(calls, " ") != "a@0+4" {
 		t.Errorf("after Forget: %v, want the file from its start", calls)
 	}
 	// A cursor in use is not shared by a concurrent write-out.

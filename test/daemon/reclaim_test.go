@@ -46,7 +46,11 @@ func TestDaemonBackgroundReclaim(t *testing.T) {
 	var s memcg.Stat
 	for try := 1; ; try++ {
 		file := filepath.Join(diskDir(t), fmt.Sprintf("clean%d", try))
-		dd := c.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count="+strconv.Itoa(fill/mib), "conv=fsync")
+		// 64 KiB writes: the page cache comes in folios no larger (ext4's
+		// large folios follow the write size, up to 1 MiB for dd bs=1M),
+		// and reclaim frees whole folios, so that a run's end is the
+		// daemon's and not a folio's.
+		dd := c.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=64k", "count="+strconv.Itoa(fill/(64<<10)), "conv=fsync")
 		if err := dd.Wait(); err != nil {
 			t.Fatalf("fill %s: dd: %v (stderr %q)", c.Path, err, dd.Stderr)
 		}
@@ -160,8 +164,9 @@ func TestDaemonReclaimRunsEndAtHighWmark(t *testing.T) {
 			for i, size := range sizes {
 				pc.round(t, i, 30*time.Second*slow())
 				s, st := settle(t, d, l, c, w, 10*time.Second*slow())
-				t.Logf("round %d: wrote %d MiB; settled at usage %d KiB, free %d KiB (low_wmark %d KiB, high_wmark %d KiB); pgoutrun %d, reclaimed %d KiB, reclaim_overshoot %d KiB",
-					i+1, size, s.Usage>>10, s.Free()>>10, w.Low>>10, w.High>>10, st["pgoutrun"], st["reclaimed_bytes"]>>10, st["reclaim_overshoot_bytes"]>>10)
+				t.Logf("round %d: wrote %d MiB; settled at usage %d KiB (file %d, dirty %d, writeback %d, anon %d KiB), free %d KiB (low_wmark %d KiB, high_wmark %d KiB); pgoutrun %d, reclaimed %d KiB, reclaim_overshoot %d KiB",
+					i+1, size, s.Usage>>10, s.File>>10, s.Dirty>>10, s.Writeback>>10, s.Anon>>10, s.Free()>>10, w.Low>>10, w.High>>10,
+					st["pgoutrun"], st["reclaimed_bytes"]>>10, st["reclaim_overshoot_bytes"]>>10)
 				if st["pgoutrun"] <= runs {
 					t.Errorf("round %d: pgoutrun %d, want a background reclaim run since the last round (%d)", i+1, st["pgoutrun"], runs)
 				}

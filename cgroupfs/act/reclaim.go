@@ -67,7 +67,7 @@ func fell(before, after uint64) uint64 {
 // a reclaim's end (policy.ReclaimGranule).
 const swapClusterMax = 32 * ctlfile.PageSize
 
-// reclaimStep is what one step of a reclaim asks of the kernel, left bytes
+// reclaimStep is what one write to memory.reclaim asks of the kernel, left bytes
 // short of its target with budget bytes still to ask: half of left, or
 // all of it once it is at most two of the kernel's least batches, in
 // whole pages, at most ReclaimChunk and budget. Every step takes a batch

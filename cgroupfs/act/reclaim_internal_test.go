@@ -2,9 +2,9 @@ package act
 
 import "testing"
 
-// The steps of a reclaim (a v1 squeeze, v2 memory.reclaim): half of what
-// is left, the last two of the kernel's least batches whole, within the
-// request and the chunk.
+// The steps of a memory.reclaim request: half of what is left, the last
+// two of the kernel's least batches whole, within the request and the
+// chunk.
 func TestReclaimStep(t *testing.T) {
 	const K, M = 1 << 10, 1 << 20
 	tests := []struct {

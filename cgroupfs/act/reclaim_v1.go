@@ -15,9 +15,16 @@ import (
 )
 
 // squeezeV1 reclaims by lowering v1's memory.limit_in_bytes below usage and
-// putting it back, in steps (reclaimStep: each half of what is left, at
-// most ReclaimChunk), never aiming below usage-at-start minus n. It
-// returns the fall in memory.usage_in_bytes.
+// putting it back, in steps of at most ReclaimChunk, never aiming below
+// usage-at-start minus n. It returns the fall in memory.usage_in_bytes.
+//
+// A step does not halve what is left as memory.reclaim's do (reclaimStep):
+// the kernel stops its reclaim once usage fits the lowered limit,
+// checking after every SWAP_CLUSTER_MAX pages (mm/memcontrol-v1.c
+// mem_cgroup_resize_max), so a step ends within a batch (and a folio) of
+// its target anyway, and every step is a window in which a charge of the
+// cgroup's tasks meets the lowered limit (a failed charge, reclaim in the
+// task): more steps, more of them.
 //
 // Writing a limit below usage makes the writer reclaim
 // (mm/memcontrol-v1.c mem_cgroup_resize_max): it drains the per-cpu charge
@@ -81,7 +88,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (g
 		if room, refused, err = squeezeRoom(dir); err != nil || refused != nil {
 			break
 		}
-		step := min(reclaimStep(u-floor, n-asked), room) &^ (ctlfile.PageSize - 1)
+		step := min(u-floor, ReclaimChunk, room, n-asked) &^ (ctlfile.PageSize - 1)
 		if step == 0 {
 			refused = fmt.Errorf("%s: clean file pages are within the %d MiB a squeeze always leaves", dir, squeezeReserve>>20)
 			break

@@ -65,8 +65,17 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 			return reclaimedSince(current, before, err)
 		}
 		asked += chunk
+		prev := usage
 		if usage, err = ctlfile.ReadUint(current); err != nil {
 			return 0, err
+		}
+		if fell(prev, usage) < chunk/2 {
+			// The step came short: what is reclaimable outside the
+			// subtree's protection is spent, or the tasks charge as fast.
+			// Another step would find nothing, and a pass that reclaims
+			// nothing is run again with memory.low ignored
+			// (mm/vmscan.c do_try_to_free_pages, memcg_low_reclaim).
+			break
 		}
 	}
 	got := fell(before, usage)

@@ -107,6 +107,10 @@ type cursor struct {
 	busy bool // guarded by WriteOuts.mu
 	at   map[fileID]int64
 	next fileID
+	// listed are the files of the last write-out that listed the
+	// cgroup's files in full (Sources.Tasks): the later ones, which take
+	// only the tracker's recent files, go on with them too.
+	listed []chunkFile
 }
 
 // fileID names a file by device and inode.
@@ -168,7 +172,10 @@ type Sources struct {
 	// included, as memory charges are hierarchical) have open for
 	// writing, found by the O_ACCMODE bits of /proc/PID/fdinfo/N, and
 	// their shared writable file mappings, found in /proc/PID/maps, on
-	// filesystems SafeFS allows.
+	// filesystems SafeFS allows. Such a listing, with Tracked, is taken
+	// as the cgroup's files in full: write-outs without it cover the
+	// files it found too, since one write-out covers a file only as far
+	// as its budget allows.
 	Tasks bool
 	// Tracked are files the eBPF tracker recorded for cg, reopened by
 	// handle with Tracker (dirtytrack.Tracker.OpenInode).
@@ -211,6 +218,11 @@ func (w *WriteOuts) WriteOut(ctx context.Context, cg host.Cgroup, src Sources) (
 	}
 	c := w.take(cg)
 	defer w.put(c)
+	if src.Tasks {
+		c.listed = files
+	} else {
+		files = append(files, c.listed...)
+	}
 	n, err := w.chunks(ctx, c, files, start.Add(w.opts.Budget), tailSpan(dirty))
 	out.Files = n
 	if err != nil {

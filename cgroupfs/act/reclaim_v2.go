@@ -43,6 +43,9 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Never the last batches outside protection: the pass that would have
+	// to find them finds nothing, and is run again below memory.low.
+	limit -= min(limit, protectionMargin)
 	if limit < ctlfile.PageSize {
 		return 0, fmt.Errorf("%w: %s: the memory outside memory.min/memory.low protection is not reclaimable file cache",
 			host.ErrNothingReclaimed, dir)
@@ -84,6 +87,13 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	}
 	return got, nil
 }
+
+// protectionMargin is how much of what protectedCap allows memory.reclaim
+// is never asked for: two of the kernel's least batches. A subtree with
+// protected children gives its last unprotected pages reluctantly, and a
+// reclaim pass that finds none is repeated with memory.low ignored
+// (mm/vmscan.c do_try_to_free_pages, memcg_low_reclaim).
+const protectionMargin = 2 * swapClusterMax
 
 // reclaimedSince reads usage again and returns its fall from before, along
 // with cause (the error that ended the reclaim, if any).

@@ -30,11 +30,12 @@ type FS struct {
 	bio      *safeio.BoundedIO
 	flusher  *act.Flusher
 	pacer    *act.Pacer // nil for a read-only FS
-	fast     *fastPath  // the tracker's share; fastpath.go
-	// trackerWriteOut is FSOptions.TrackerWriteOut.
-	trackerWriteOut time.Duration
-	log             *slog.Logger
-	notifying       atomic.Bool // CgroupEvents was called
+	// writeOuts carries out targeted write-outs and keeps each cgroup's
+	// cursor between them.
+	writeOuts *act.WriteOuts
+	fast      *fastPath // the tracker's share; fastpath.go
+	log       *slog.Logger
+	notifying atomic.Bool // CgroupEvents was called
 
 	// readers are idle Readers, each keeping the files it read open
 	// (Reader.KeepFilesOpen); at most cap(readers) are kept, and one
@@ -85,16 +86,11 @@ type FSOptions struct {
 	// NoTracker is why Tracker is nil (its load error, or "disabled by
 	// --no-tracker"), for DirtyPath.
 	NoTracker string
-	// TrackerWriteOut bounds how long WriteOut goes on starting the
-	// write-out of files the tracker recorded (DefaultTrackerWriteOut
-	// when 0); each file's sync_file_range is bounded by IO.
-	TrackerWriteOut time.Duration
+	// WriteOutBudget bounds how long a WriteOut goes on starting chunks
+	// (act.DefaultWriteOutBudget when 0); each operation on a
+	// filesystem is bounded by IO.
+	WriteOutBudget time.Duration
 }
-
-// DefaultTrackerWriteOut is the default of FSOptions.TrackerWriteOut:
-// sync_file_range(SYNC_FILE_RANGE_WRITE) queues I/O without waiting for
-// it, a few microseconds a file, so 50 ms is thousands of files.
-const DefaultTrackerWriteOut = 50 * time.Millisecond
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
 func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *journal.Journal, opts FSOptions) (*FS, error) {
@@ -106,14 +102,12 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case opts.TrackerWriteOut < 0:
-		return nil, fmt.Errorf("fs options: TrackerWriteOut %v: want 0 (default %v) or more", opts.TrackerWriteOut, DefaultTrackerWriteOut)
-	case opts.TrackerWriteOut == 0:
-		opts.TrackerWriteOut = DefaultTrackerWriteOut
+	wo, err := act.NewWriteOuts(bio, procRoot, l, act.WriteOutsOptions{Budget: opts.WriteOutBudget})
+	if err != nil {
+		return nil, fmt.Errorf("fs options: %w", err)
 	}
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
-		trackerWriteOut: opts.TrackerWriteOut, log: opts.Log,
+		writeOuts: wo, log: opts.Log,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
 	fs.readers = make(chan *observe.Reader, idleReaders)
 	if journal != nil {
@@ -195,33 +189,26 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal)
 }
 
-// WriteOut starts write-out of cg's own files; see act.WriteOut.
-// With the tracker it writes out, within FSOptions.TrackerWriteOut, the
-// files cg's subtree dirtied last (dirtytrack's Recent: a few map lookups)
-// and, at cg's first write-out and then once every ListEvery
-// (fastPath.listDue), also every file the tracker recorded for cg and the
-// files cg's tasks hold open, found in /proc: what the recent ones may
-// lack. A file found twice counts once in Files.
+// WriteOut starts write-out of cg's own files in chunks, from where its
+// last write-out stopped, within FSOptions.WriteOutBudget; see
+// act.WriteOuts.WriteOut. Its files are those its tasks hold open, found
+// in /proc; with the tracker, the files cg's subtree dirtied last
+// (dirtytrack's Recent: a few map lookups) and, at cg's first write-out
+// and then once every ListEvery (fastPath.listDue), every file the
+// tracker recorded for cg and those its tasks hold open: what the recent
+// ones may lack. A file found twice counts once in Files.
 func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
-	if fs.fast.tr == nil {
-		return act.WriteOut(ctx, fs.bio, fs.procRoot, fs.layout, cg)
+	src := act.Sources{Tasks: true}
+	var terr error
+	if fs.fast.tr != nil {
+		src.Tasks = fs.fast.listDue(cg, time.Now())
+		src.Tracker = fs.fast.tr
+		src.Tracked, terr = fs.trackedInodes(cg, src.Tasks)
 	}
-	var (
-		out  host.WriteOut
-		done = act.NewFileSet()
-		err  error
-	)
-	all := fs.fast.listDue(cg, time.Now())
-	if all {
-		out, done, err = act.WriteOutFiles(ctx, fs.bio, fs.procRoot, fs.layout, cg)
-	} else {
-		out.Bytes, err = act.DirtyBytes(fs.layout, cg)
-	}
+	out, err := fs.writeOuts.WriteOut(ctx, cg, src)
 	if errors.Is(err, host.ErrVanished) {
 		return out, err
 	}
-	n, terr := fs.writeOutTracked(ctx, cg, done, all)
-	out.Files += n
 	return out, errors.Join(err, terr)
 }
 

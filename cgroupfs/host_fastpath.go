@@ -45,12 +45,13 @@ func (fs *FS) Freeze(ctx context.Context, cg host.Cgroup) (host.Frozen, error) {
 func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.throttleUnavailable(cg) }
 
 // Forget drops what FS holds for a cgroup the driver stops managing: its
-// tracker id and count, and the freezer directories FS made for it
-// (RemoveFreezer, which leaves a directory still in use). It is
+// tracker id and count, its write-out cursor, and the freezer directories
+// FS made for it (RemoveFreezer, which leaves a directory still in use). It is
 // host.Forgetter: FS never forgets a cgroup by itself, not even one its
 // cgroup notifier reports removed. A cgroup that still exists is looked
 // up again at its next use.
 func (fs *FS) Forget(cg host.Cgroup) {
+	fs.writeOuts.Forget(cg)
 	fs.fast.forget(cg)
 	if fs.pacer != nil {
 		fs.pacer.Forget(cg)
@@ -67,14 +68,12 @@ func (fs *FS) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Durat
 	return fs.pacer.Pace(ctx, cg, quota, period)
 }
 
-// writeOutTracked writes out the files the tracker recorded for cg (all
-// of them, or only the ones its subtree dirtied last), except those in
-// done, within fs.trackerWriteOut and under fs.bio (act.WriteOutTracked).
-// It returns how many it started.
-func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *act.FileSet, all bool) (int, error) {
+// trackedInodes lists the files the tracker recorded for cg: all of
+// them, or only the ones its subtree dirtied last.
+func (fs *FS) trackedInodes(cg host.Cgroup, all bool) ([]dirtytrack.Inode, error) {
 	id, err := fs.fast.count(cg)
 	if err != nil {
-		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
+		return nil, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}
 	list := fs.fast.tr.Recent
 	if all {
@@ -82,13 +81,9 @@ func (fs *FS) writeOutTracked(ctx context.Context, cg host.Cgroup, done *act.Fil
 	}
 	inodes, err := list(id)
 	if err != nil {
-		return 0, fmt.Errorf("write out %s: tracked files: %w", cg, err)
+		return nil, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}
-	n, err := act.WriteOutTracked(ctx, fs.bio, fs.fast.tr, inodes, done, fs.trackerWriteOut)
-	if err != nil {
-		return n, fmt.Errorf("write out %s: tracked files: %w", cg, err)
-	}
-	return n, nil
+	return inodes, nil
 }
 
 // CgroupEvents reports the cgroups created and removed beneath the managed

@@ -148,6 +148,11 @@ func families() []family {
 					emit("some", float64(p.SomeTotal)/usPerSecond)
 				}
 			}},
+		{name: "memcgd_cgroup_reclaim_overshoot_bytes_total", typ: counter,
+			help: "Free space past the high watermark at the end of the daemon's background reclaim runs, summed: what they reclaimed past where seed 001's kswapd stops.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", float64(st.Counters.ReclaimOvershootBytes))
+			}},
 		{name: "memcgd_cgroup_reclaim_runs_total", typ: counter,
 			help: "Background reclaim runs, each from below the low watermark up to the high one (seed 001's pgoutrun).",
 			samples: func(st *state.Status, emit func(string, float64)) {

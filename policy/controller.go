@@ -31,6 +31,12 @@ type Controller struct {
 	// reclaiming is seed 001's kswapd state: woken below the low
 	// watermark, it runs until free reaches the high one.
 	reclaiming bool
+	// reclaimDoneAt is when the latest reclaim the driver reported
+	// (ReclaimDone) completed: an observation read before it does not
+	// show what that reclaim freed. passReclaimed says a reclaim of the
+	// run in progress succeeded, so that its end counts an overshoot.
+	reclaimDoneAt time.Time
+	passReclaimed bool
 	// reclaimBackoff and flushBackoff space out reclaim that finds
 	// nothing and full flushes that find nothing to flush (backoff.go),
 	// from the outcomes the driver reports (ReclaimDone, FlushDone).
@@ -73,11 +79,18 @@ func (c *Controller) WriteBandwidth() uint64 { return uint64(c.bw.avg) }
 // ReclaimDone tells the controller the outcome of the reclaim a decision
 // asked for on the cgroup observed as s: failed says that the kernel found
 // nothing to reclaim or the attempt failed. Repeated failures back off.
+// now is when the reclaim completed, by the observations' clock.
 func (c *Controller) ReclaimDone(now time.Time, s memcg.Stat, failed bool, activeInterval time.Duration) {
 	if activeInterval <= 0 {
 		activeInterval = DefaultActiveInterval
 	}
 	c.reclaimBackoff.record(now, s, failed, activeInterval)
+	if now.After(c.reclaimDoneAt) {
+		c.reclaimDoneAt = now
+	}
+	if !failed && c.reclaiming {
+		c.passReclaimed = true
+	}
 }
 
 // FlushDone tells the controller the outcome of the full flush a decision
@@ -101,6 +114,35 @@ func (c *Controller) Step(in Input) Decision {
 	if s.Dirty > in.Dirty.Background {
 		d.WriteOut = true
 		d.Why |= ReasonBackground
+	}
+
+	// Seed 001: kswapd wakes when free drops below low and runs until
+	// free reaches high (kswapd.go).
+	free := s.Free()
+	ahead := uint64(c.growth * in.horizon().Seconds())
+	stale := c.kswapd(in, free, ahead, &d)
+
+	// Seed 000: reclaim that meets dirty pages writes back the cgroup's
+	// own first; with too few of its own, or writeback_first off, it
+	// wakes every flusher as the stock kernel does. Reclaim meets dirty
+	// pages when the clean page cache cannot cover it (the kernel wakes
+	// the flushers when a whole batch taken from the LRU is dirty,
+	// mm/vmscan.c shrink_inactive_list).
+	clean := sat(s.File, s.Dirty+s.Writeback)
+	if d.Reclaim > 0 && s.Dirty > 0 && clean < d.Reclaim {
+		if in.WritebackFirst && s.Dirty > MinWbDirtyPages*memcg.PageSize {
+			d.WriteOut = true
+		} else {
+			d.Flush = true
+		}
+		d.Why |= ReasonReclaimWriteback
+	}
+	deferred := false
+	if d.Reclaim > 0 {
+		d.Reclaim = min(d.Reclaim, in.reclaimStep())
+		if !c.reclaimBackoff.allow(in.Now, s, in.reclaimStep()) {
+			d.Reclaim, deferred = 0, true
+		}
 	}
 
 	// Seed 004: past the freerun ceiling, throttle: pace the dirtiers,
@@ -133,65 +175,13 @@ func (c *Controller) Step(in Input) Decision {
 		d.WriteOut = true
 		d.Why |= ReasonThrottle
 	}
-
-	// Seed 001: kswapd wakes when free drops below low and runs until
-	// free reaches high. Both marks are raised by what the cgroup will
-	// charge over the horizon at its recent rate, so that free is still
-	// above them when the next step comes; for the kernel (no horizon)
-	// they are the marks themselves.
-	// A cgroup that holds the daemon is left to the kernel's own
-	// reclaim: a v1 reclaim squeezes the hierarchical limit the daemon
-	// is charged under, so that its own allocations could fail or OOM in
-	// the window; a v2 memory.reclaim runs in the daemon's own write and
-	// takes from the daemon's pages too, as long as the kernel needs to
-	// find them.
-	free := s.Free()
-	ahead := uint64(c.growth * in.horizon().Seconds())
-	w := in.Watermarks
-	if in.Exempt {
-		w = memcg.Watermarks{}
-	}
-	switch {
-	case !w.Enabled() || free >= w.High+ahead:
-		c.reclaiming = false
-	case free < w.Low+ahead:
-		d.ReclaimStart = !c.reclaiming
-		c.reclaiming = true
-	}
-	if c.reclaiming {
-		d.Reclaim = w.High + ahead - free
-		d.Why |= ReasonWatermark
-	}
-
-	// Seed 000: reclaim that meets dirty pages writes back the cgroup's
-	// own first; with too few of its own, or writeback_first off, it
-	// wakes every flusher as the stock kernel does. Reclaim meets dirty
-	// pages when the clean page cache cannot cover it (the kernel wakes
-	// the flushers when a whole batch taken from the LRU is dirty,
-	// mm/vmscan.c shrink_inactive_list).
-	clean := sat(s.File, s.Dirty+s.Writeback)
-	if d.Reclaim > 0 && s.Dirty > 0 && clean < d.Reclaim {
-		if in.WritebackFirst && s.Dirty > MinWbDirtyPages*memcg.PageSize {
-			d.WriteOut = true
-		} else {
-			d.Flush = true
-		}
-		d.Why |= ReasonReclaimWriteback
-	}
 	if d.Flush {
 		d.WriteOut = false // a flush covers the cgroup's own files
 		if !c.flushBackoff.allow(in.Now, s, in.reclaimStep()) {
 			d.Flush = false // nothing to flush lately: wait
 		}
 	}
-	deferred := false
-	if d.Reclaim > 0 {
-		d.Reclaim = min(d.Reclaim, in.reclaimStep())
-		if !c.reclaimBackoff.allow(in.Now, s, in.reclaimStep()) {
-			d.Reclaim, deferred = 0, true
-		}
-	}
-	c.timing(in, dirty, ahead, &d)
+	c.timing(in, dirty, ahead, stale, &d)
 	if deferred && !d.WriteOut && !d.Flush && !d.Episode && dirty < in.Dirty.Background {
 		// Reclaim is all there is to do and it is backing off: wait,
 		// idle, until the backoff ends or the cgroup grows by a step
@@ -296,8 +286,11 @@ func (c *Controller) account(in Input, dirty uint64) {
 }
 
 // growthWindow is the averaging window of the growth rate: short, since it
-// predicts the next step only.
-const growthWindow = time.Second
+// predicts the next steps only (the userspace kswapd's wake-up and looks,
+// kswapd.go), and long enough to average a writer's bursts (a 1 MiB write
+// charged at once, then a pause) and the charge batches usage moves by
+// (MEMCG_CHARGE_BATCH pages per CPU, mm/memcontrol.c) into a rate.
+const growthWindow = 100 * time.Millisecond
 
 // updateGrowth folds the charge rate since the last step into the growth
 // rate, over growthWindow. Usage alone hides it: at the limit, reclaim

@@ -32,13 +32,13 @@ func TestBackgroundReclaimWatermarks(t *testing.T) {
 			name: "seed 001: kswapd wakes below low_wmark and stops at high_wmark",
 			w:    w,
 			steps: []step{
-				{free: 8 * mib, wantReclaim: 0},                                      // plenty free: asleep
-				{free: 3663360, wantReclaim: 0},                                      // at low: not below it
-				{free: 3663360 - 1, wantReclaim: 4396032 - 3663359, wantStart: true}, // below low: wake, reclaim to high
-				{free: 4000000, wantReclaim: 396032},                                 // between: keeps running to high
-				{free: 4396032, wantReclaim: 0},                                      // reached high: sleeps
-				{free: 4000000, wantReclaim: 0},                                      // between, asleep: stays asleep
-				{free: 1 * mib, wantReclaim: 4396032 - 1*mib, wantStart: true},       // below low again: a new run
+				{free: 8 * mib, wantReclaim: 0},                           // plenty free: asleep
+				{free: 3663360, wantReclaim: 0},                           // at low: not below it
+				{free: 3663360 - 1, wantReclaim: 733184, wantStart: true}, // below low: wake, reclaim to high (4396032 - 3663359 in pages)
+				{free: 4000000, wantReclaim: 397312},                      // between: keeps running to high (396032 in pages)
+				{free: 4396032, wantReclaim: 0},                           // reached high: sleeps
+				{free: 4000000, wantReclaim: 0},                           // between, asleep: stays asleep
+				{free: 1 * mib, wantReclaim: 3350528, wantStart: true},    // below low again: a new run (4396032 - 1 MiB in pages)
 			},
 		},
 		{
@@ -177,54 +177,56 @@ func TestDirtiedBytesMeasureBandwidth(t *testing.T) {
 		t.Errorf("write_bandwidth = %.0f, want %.0f", got, want)
 	}
 	// The charge rate follows the dirtying, though usage did not move
-	// (a cgroup at its limit): 100 MiB/s over 100 ms of a 1 s window.
-	if want := 100.0 * mib * 0.1; c.growth < want*0.999 || c.growth > want*1.001 {
+	// (a cgroup at its limit): 100 MiB/s over 100 ms, the whole window
+	// over which the estimate rises.
+	if want := 100.0 * mib; c.growth < want*0.999 || c.growth > want*1.001 {
 		t.Errorf("growth = %.0f B/s, want %.0f", c.growth, want)
 	}
 }
 
 func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
-	// A cgroup growing at 100 MiB/s, looked at every 100 ms, loses
-	// several MiB of free space before the next look: over the horizon
-	// (the reaction delay and the active interval), a userspace kswapd
-	// wakes while free is still above low, and reclaims enough to be at
-	// high after the growth, a step at a time.
+	// A cgroup growing at 100 MiB/s, looked at every 10 ms: over the
+	// horizon (the reaction delay and the active interval) it would fall
+	// below low before the next look could come, so the userspace kswapd
+	// wakes while free is still above low; the run reclaims what is left
+	// to high, no more, a step at a time.
 	limit, w := seed001()
-	lead := 100 * time.Millisecond
 	c := NewController()
 	t0 := time.Unix(1, 0)
 	usage := limit - 65*mib
-	var d Decision
 	var in Input
-	for i := 0; i < 60; i++ {
+	var woke bool
+	for i := 0; i < 200 && !woke; i++ {
 		in = Input{Now: t0.Add(time.Duration(i) * 10 * time.Millisecond), Stat: memcg.Stat{Limit: limit, Usage: usage},
 			Dirty: memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}, Watermarks: w,
 			Reaction: 20 * time.Millisecond, ActiveInterval: 80 * time.Millisecond, ReclaimStep: 1 << 30}
-		d = c.Step(in)
+		d := c.Step(in)
+		if d.ReclaimStart {
+			woke = true
+			free := in.Stat.Free()
+			if free < w.Low {
+				t.Errorf("woke with free %d below low %d: growth was not anticipated", free, w.Low)
+			}
+			if want := pageUp(w.High - free); d.Reclaim != want {
+				t.Errorf("Reclaim = %d, want what is left to high in pages, %d", d.Reclaim, want)
+			}
+			// One decision reclaims a step at most.
+			in.ReclaimStep = 64 << 10
+			c3 := *c
+			c3.reclaiming = false
+			if d3 := c3.Step(in); d3.Reclaim != 64<<10 {
+				t.Errorf("ReclaimStep 64 KiB: Reclaim = %d, want the step", d3.Reclaim)
+			}
+			// The kernel's kswapd (no horizon) sleeps in the same state.
+			in.Reaction, in.ActiveInterval, in.ReclaimStep = 0, 0, 0
+			if d := NewController().Step(in); d.Reclaim != 0 {
+				t.Errorf("no horizon: reclaimed %d with free above low", d.Reclaim)
+			}
+		}
 		usage += 1 * mib // 100 MiB/s
 	}
-	free := in.Stat.Free()
-	if free <= w.High {
-		t.Fatalf("test setup: free %d not above high %d", free, w.High)
-	}
-	ahead := uint64(c.growth * lead.Seconds())
-	if free-ahead >= w.Low {
-		t.Fatalf("test setup: growth %.0f B/s does not bring free below low within the horizon", c.growth)
-	}
-	if want := w.High - (free - ahead); d.Reclaim != want {
-		t.Errorf("Reclaim = %d, want high - (free - growth*horizon) = %d", d.Reclaim, want)
-	}
-	// One decision reclaims a step at most.
-	in.ReclaimStep = 1 * mib
-	c3 := *c
-	if d3 := c3.Step(in); d3.Reclaim != 1*mib {
-		t.Errorf("ReclaimStep 1 MiB: Reclaim = %d, want the step", d3.Reclaim)
-	}
-	// The kernel's kswapd (no horizon) sleeps in the same state.
-	in.Reaction, in.ActiveInterval = 0, 0
-	c2 := NewController()
-	if d := c2.Step(in); d.Reclaim != 0 {
-		t.Errorf("no horizon: reclaimed %d with free above low", d.Reclaim)
+	if !woke {
+		t.Fatalf("never woke")
 	}
 }
 

@@ -126,6 +126,11 @@ type Decision struct {
 	// 001's kswapd wakes): the driver counts runs by it and keeps no
 	// kswapd state of its own.
 	ReclaimStart bool
+	// ReclaimOvershoot, at the step that ends a background reclaim run
+	// (free back at high_wmark), is how far free is past high_wmark: what
+	// the run reclaimed past it, which the driver adds to the cgroup's
+	// counter. Zero otherwise.
+	ReclaimOvershoot uint64
 
 	// Throttle is the closed-loop throttle's freezer action, with
 	// Input.Freezer == FreezerHeld; ThrottleNone otherwise.

@@ -49,8 +49,9 @@ const (
 
 // timing fills in when to look again, whether the cgroup is active and
 // the watcher's thresholds. ahead is the userspace kswapd's anticipated
-// growth, as in Step.
-func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
+// growth, as in Step; stale says the observation predates the latest
+// reclaim (kswapd).
+func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decision) {
 	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit,
 		LevelAbove: memcg.NoLimit}
 	if in.Tracker {
@@ -94,6 +95,16 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	}
 	if !d.Idle() || dirty > 0 && dirty >= bg || c.throttle.episode {
 		need(in.activeInterval())
+		d.Active = true
+	}
+	if stale && d.Why&ReasonWatermark != 0 {
+		// A run in progress saw a reading older than its last step:
+		// look again at once, at what that step freed.
+		need(MinLook)
+		d.Active = true
+	}
+	if t, ok := c.kswapdLook(in, in.Stat.Free(), d); ok {
+		need(t)
 		d.Active = true
 	}
 	if c.throttle.episode && !c.throttle.frozen {
@@ -212,7 +223,7 @@ func (c *Controller) actLevel(in Input) uint64 {
 // cannot reach its dirty background threshold before charging that many
 // new pages (dirtying cached pages is left to the tracker or the
 // recheck), nor the usage at which the userspace kswapd wakes (free below
-// low + ahead, see Step). With a tracker the dirty term is left out: its
+// kswapdWake). With a tracker the dirty term is left out: its
 // DirtiedAbove reports the background threshold exactly, new pages and
 // cached ones alike, and a v2 usage watch is a poll (cgroupfs
 // watch_schedule.go) whose interval grows with the distance to this
@@ -223,7 +234,7 @@ func wakeAt(s memcg.Stat, dl memcg.DirtyLimits, w memcg.Watermarks, ahead uint64
 		wake = s.Usage + (bg - s.Dirty)
 	}
 	if w.Enabled() && s.Limit != memcg.NoLimit {
-		wake = min(wake, sat(sat(s.Limit, w.Low), ahead))
+		wake = min(wake, sat(s.Limit, kswapdWake(w, ahead)))
 	}
 	return wake
 }

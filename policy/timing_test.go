@@ -120,16 +120,17 @@ func TestWakeAt(t *testing.T) {
 		{"the dirty background threshold is nearer: usage + (background - dirty)", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, false, 16 * mib},
 		{"the low watermark is nearer: limit - low", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 0, false, 95 * mib},
 		{"no limit: the dirty threshold only", memcg.Stat{Limit: never, Usage: 10 * mib}, 0, false, 18 * mib},
-		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, false, 92 * mib},
+		{"kswapd wakes growth × horizon early, so does the watch", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, mib / 2, false, 94*mib + mib/2},
+		{"kswapd wakes at high_wmark at the earliest, where a run would end at once", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, false, 94 * mib},
 		{"past the background threshold only the watermark wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 9 * mib}, 0, false, 95 * mib},
 		{"tracker: the dirty term is the tracker's DirtiedAbove; the watermark alone wakes", memcg.Stat{Limit: 100 * mib, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, 95 * mib},
-		{"tracker: the watermark keeps its anticipation", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, 3 * mib, true, 92 * mib},
+		{"tracker: the watermark keeps its anticipation", memcg.Stat{Limit: 100 * mib, Usage: 90 * mib}, mib / 2, true, 94*mib + mib/2},
 		{"tracker, no limit: no usage watch at all", memcg.Stat{Limit: never, Usage: 10 * mib, Dirty: 2 * mib}, 0, true, never},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := wakeAt(tt.s, dl, w, tt.ahead, tt.tracker); got != tt.want {
-				t.Errorf("wakeAt = %d MiB, want %d MiB", got/mib, tt.want/mib)
+				t.Errorf("wakeAt = %d KiB, want %d KiB", got>>10, tt.want>>10)
 			}
 		})
 	}

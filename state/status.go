@@ -18,6 +18,10 @@ type Counters struct {
 	// ReclaimRuns is seed 001's pgoutrun: background reclaim runs, each
 	// from a wake-up below the low watermark to the high one.
 	ReclaimRuns uint64
+	// ReclaimOvershootBytes is how far past the high watermark the
+	// background reclaim runs ended: at the end of each run, the free
+	// space above high_wmark (policy.Decision.ReclaimOvershoot), summed.
+	ReclaimOvershootBytes uint64
 	// WriteOuts counts targeted write-outs of the cgroup's own files and
 	// WriteOutBytes the dirty bytes it held when each began.
 	WriteOuts, WriteOutBytes uint64
@@ -124,6 +128,7 @@ func (s Status) Fields() []memcg.Field {
 	return append(out,
 		memcg.Field{Name: "pgoutrun", Value: c.ReclaimRuns, Known: true},
 		memcg.Field{Name: "reclaimed_bytes", Value: c.ReclaimedBytes, Known: true, Kind: memcg.KindBytes},
+		memcg.Field{Name: "reclaim_overshoot_bytes", Value: c.ReclaimOvershootBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "writeout_targeted", Value: c.WriteOuts, Known: true},
 		memcg.Field{Name: "writeout_targeted_bytes", Value: c.WriteOutBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "writeout_flush", Value: c.Flushes, Known: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
@@ -58,4 +59,28 @@ func fell(before, after uint64) uint64 {
 		return 0
 	}
 	return before - after
+}
+
+// swapClusterMax is the least one call of try_to_free_mem_cgroup_pages
+// reclaims (mm/vmscan.c: nr_to_reclaim = max(nr_pages, SWAP_CLUSTER_MAX);
+// SWAP_CLUSTER_MAX is 32 pages, include/linux/swap.h): the granularity of
+// a reclaim's end (policy.ReclaimGranule).
+const swapClusterMax = 32 * ctlfile.PageSize
+
+// reclaimStep is what one write to memory.reclaim asks of the kernel, left bytes
+// short of its target with budget bytes still to ask: half of left, or
+// all of it once it is at most two of the kernel's least batches, in
+// whole pages, at most ReclaimChunk and budget. Every step takes a batch
+// at least and whole folios, and may take a batch more than it is asked
+// (shrink_lruvec checks its target between batches); with the steps
+// halving, the last is small and so is what the reclaim ends past its
+// target: a step that asked for everything left would overshoot by as
+// much as the kernel's reclaim of a large request does.
+func reclaimStep(left, budget uint64) uint64 {
+	step := left
+	if left > 2*swapClusterMax {
+		step = left / 2
+	}
+	step = alignUp(step, ctlfile.PageSize)
+	return max(min(step, ReclaimChunk, budget), 1)
 }

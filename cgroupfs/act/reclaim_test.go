@@ -115,6 +115,57 @@ func TestReclaimLowersUsage(t *testing.T) {
 	}
 }
 
+// Seed 001's kswapd stops at high_wmark, so the daemon's reclaim must not
+// take much more than it asks: a request of N bytes lowers usage by no
+// more than N and 512 KiB, the most a background reclaim run may end past
+// high_wmark, on v2 (memory.reclaim, which may reclaim more than asked)
+// and on v1 (the limit squeeze), from small requests to a chunk's worth.
+// What the kernel takes past a request is its batches (SWAP_CLUSTER_MAX
+// pages a call, checked between batches) and whole folios: the cache is
+// written in 64 KiB writes, so that its folios are no larger.
+func TestReclaimEndsCloseToTheRequest(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	dir := cgrouptest.DiskDir(t)
+	sz := reclaimSizes(t)
+	const slack = 512 << 10
+	for _, ask := range []uint64{128 << 10, 1 * mib, 4 * mib, min(16*mib, sz.cache/4)} {
+		t.Run(strconv.FormatUint(ask>>10, 10)+"KiB", func(t *testing.T) {
+			c := cgrouptest.New(t, l, 0)
+			// 64 KiB writes: folios no larger (ext4's large folios follow
+			// the write size), since reclaim frees whole folios.
+			cmd := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "cache"), "bs=64k",
+				"count="+strconv.FormatUint(sz.cache/(64<<10), 10), "conv=fsync")
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("dd: %v", err)
+			}
+			j := cgrouptest.Journal(t, l)
+			before := c.Usage(t)
+			got, err := act.Reclaim(context.Background(), l, c.Path, ask, j)
+			after := c.Usage(t)
+			t.Logf("Reclaim(%d KiB) on %s: usage fell %d KiB (%+d KiB past the request)",
+				ask>>10, l.Memory.Version, fellBy(before, after)>>10, (int64(fellBy(before, after))-int64(ask))>>10)
+			if err != nil {
+				t.Fatalf("Reclaim: %v", err)
+			}
+			if fall := fellBy(before, after); fall > ask+slack {
+				t.Errorf("usage fell %d KiB for %d KiB asked: %d KiB past the request, want at most %d KiB",
+					fall>>10, ask>>10, (fall-ask)>>10, slack>>10)
+			}
+			if got < ask/2 {
+				t.Errorf("Reclaim(%d KiB) = %d KiB, want at least half", ask>>10, got>>10)
+			}
+		})
+	}
+}
+
+// fellBy is how far usage fell from before to after, 0 if it rose.
+func fellBy(before, after uint64) uint64 {
+	if after >= before {
+		return 0
+	}
+	return before - after
+}
+
 // limit reads the cgroup's hard limit: v1 memory.limit_in_bytes, v2
 // memory.max.
 func limit(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) string {

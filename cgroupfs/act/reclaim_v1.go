@@ -18,6 +18,14 @@ import (
 // putting it back, in steps of at most ReclaimChunk, never aiming below
 // usage-at-start minus n. It returns the fall in memory.usage_in_bytes.
 //
+// A step does not halve what is left as memory.reclaim's do (reclaimStep):
+// the kernel stops its reclaim once usage fits the lowered limit,
+// checking after every SWAP_CLUSTER_MAX pages (mm/memcontrol-v1.c
+// mem_cgroup_resize_max), so a step ends within a batch (and a folio) of
+// its target anyway, and every step is a window in which a charge of the
+// cgroup's tasks meets the lowered limit (a failed charge, reclaim in the
+// task): more steps, more of them.
+//
 // Writing a limit below usage makes the writer reclaim
 // (mm/memcontrol-v1.c mem_cgroup_resize_max): it drains the per-cpu charge
 // stock, then calls try_to_free_mem_cgroup_pages until usage fits and only

@@ -14,16 +14,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reclaimV2 writes memory.reclaim in steps of at most ReclaimChunk until
-// the kernel has acknowledged n bytes, capped by protectedCap, or returns
-// EAGAIN, and returns the fall in memory.current.
+// reclaimV2 writes memory.reclaim in steps until memory.current has
+// fallen n below its reading at the start, or the steps have asked for n
+// in all, or the kernel returns EAGAIN, n capped by protectedCap; it
+// returns the fall in memory.current.
 //
 // The kernel (mm/memcontrol.c memory_reclaim; mm/vmscan.c
 // user_proactive_reclaim since 6.17) loops try_to_free_mem_cgroup_pages
 // until the request is met and returns EAGAIN after 16 rounds without
-// progress, having kept what it did reclaim. The write goes through
-// ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this function, and
-// ctx interrupts it.
+// progress, having kept what it did reclaim. It may reclaim more than it
+// is asked (Documentation/admin-guide/cgroup-v2.rst): every call takes at
+// least SWAP_CLUSTER_MAX pages, and until 6.7 one call was handed the
+// whole request, which a reclaim pass by priority can overshoot by as
+// much again (commits 0388536ac291 and 287d5fedb377 later cut the calls
+// into batches). So the steps halve (reclaimStep), memory.current read
+// again between them: the fall ends within about a batch of n, whatever
+// the kernel's batching. The write goes
+// through ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this
+// function, and ctx interrupts it.
 func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	current := filepath.Join(dir, "memory.current")
 	file := filepath.Join(dir, "memory.reclaim")
@@ -35,18 +43,23 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Never the last batches outside protection: the pass that would have
+	// to find them finds nothing, and is run again below memory.low.
+	limit -= min(limit, protectionMargin)
 	if limit < ctlfile.PageSize {
 		return 0, fmt.Errorf("%w: %s: the memory outside memory.min/memory.low protection is not reclaimable file cache",
 			host.ErrNothingReclaimed, dir)
 	}
 	n = min(n, limit)
+	target := before - min(n, before)
+	usage := before
 	var asked uint64
 	var short bool
-	for asked < n && !short {
+	for asked < n && usage > target && !short {
 		if err := ctx.Err(); err != nil {
 			return reclaimedSince(current, before, err)
 		}
-		chunk := min(n-asked, ReclaimChunk)
+		chunk := reclaimStep(usage-target, n-asked)
 		err := ctlfile.WriteCtx(ctx, file, strconv.FormatUint(chunk, 10))
 		switch {
 		case errors.Is(err, unix.EAGAIN):
@@ -55,13 +68,32 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 			return reclaimedSince(current, before, err)
 		}
 		asked += chunk
+		prev := usage
+		if usage, err = ctlfile.ReadUint(current); err != nil {
+			return 0, err
+		}
+		if fell(prev, usage) < chunk/2 {
+			// The step came short: what is reclaimable outside the
+			// subtree's protection is spent, or the tasks charge as fast.
+			// Another step would find nothing, and a pass that reclaims
+			// nothing is run again with memory.low ignored
+			// (mm/vmscan.c do_try_to_free_pages, memcg_low_reclaim).
+			break
+		}
 	}
-	got, err := reclaimedSince(current, before, nil)
-	if err == nil && got == 0 && short {
-		err = fmt.Errorf("%w: %s answered EAGAIN", host.ErrNothingReclaimed, file)
+	got := fell(before, usage)
+	if got == 0 && short {
+		return 0, fmt.Errorf("%w: %s answered EAGAIN", host.ErrNothingReclaimed, file)
 	}
-	return got, err
+	return got, nil
 }
+
+// protectionMargin is how much of what protectedCap allows memory.reclaim
+// is never asked for: two of the kernel's least batches. A subtree with
+// protected children gives its last unprotected pages reluctantly, and a
+// reclaim pass that finds none is repeated with memory.low ignored
+// (mm/vmscan.c do_try_to_free_pages, memcg_low_reclaim).
+const protectionMargin = 2 * swapClusterMax
 
 // reclaimedSince reads usage again and returns its fall from before, along
 // with cause (the error that ended the reclaim, if any).

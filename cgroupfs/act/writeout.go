@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -19,110 +18,16 @@ import (
 	"github.com/memcgd/memcgd/host"
 )
 
-// WriteOut starts write-out of the dirty pages of the files cg's tasks
-// (those of its descendants included, as memory charges are hierarchical)
-// are writing: regular files open for writing, found by the O_ACCMODE
-// bits of /proc/PID/fdinfo/N, and shared writable file mappings, found in
-// /proc/PID/maps, on filesystems SafeFS allows. Each distinct file
-// (device and inode) gets one sync_file_range(SYNC_FILE_RANGE_WRITE) over
-// its whole length, which queues its dirty pages for I/O without waiting
-// for them (fs/sync.c sync_file_range, mm/filemap.c
-// __filemap_fdatawrite_range with WB_SYNC_NONE). Files of other cgroups
-// are touched only when a task of cg has them open too. Tasks and files
-// that vanish meanwhile are skipped, and so are descriptors that stop
-// naming the file listed (CheckedReopen). Every operation that may block
-// runs under bio.
-//
-// Dirty pages of files the cgroup's tasks no longer have open are out of
-// reach: that is what Flush is for.
-func WriteOut(ctx context.Context, bio *safeio.BoundedIO, procRoot string, l layout.Layout, cg host.Cgroup) (host.WriteOut, error) {
-	out, _, err := WriteOutFiles(ctx, bio, procRoot, l, cg)
-	return out, err
-}
-
-// WriteOutFiles is WriteOut, also returning the files it started, for a
-// second source of files to skip (cgroupfs.FS.WriteOut, among the
-// tracker's: WriteOutTracked).
-func WriteOutFiles(ctx context.Context, bio *safeio.BoundedIO, procRoot string, l layout.Layout, cg host.Cgroup) (host.WriteOut, *FileSet, error) {
-	done := NewFileSet()
-	dirty, err := DirtyBytes(l, cg)
-	if err != nil {
-		return host.WriteOut{}, done, err
-	}
-	files, mounts, err := listFiles(ctx, bio, procRoot, l.Memory.Dir(cg), true)
-	if err != nil {
-		return host.WriteOut{}, done, fmt.Errorf("write out %s: %w", cg, err)
-	}
-	out := host.WriteOut{Bytes: dirty}
-	var errs []error
-	// One bounded operation per filesystem, not per file: a handoff to
-	// a goroutine costs more than the system calls for a file, and a
-	// filesystem that stops answering is abandoned whole anyway.
-	for _, group := range byKey(files) {
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		var started int
-		err := bio.Do(ctx, group[0].key(), func() {
-			for _, tf := range group {
-				if ok, err := writeOutTaskFile(procRoot, tf, mounts, done); ok && err == nil {
-					started++
-				}
-				// Otherwise the task closed it, exited, or the slot
-				// now names another file.
-			}
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("write out %d files: %w", len(group), err))
-			continue
-		}
-		out.Files += started
-	}
-	if err := errors.Join(errs...); err != nil {
-		return out, done, fmt.Errorf("write out %s: %w", cg, err)
-	}
-	return out, done, nil
-}
-
-// byKey groups files by what an operation on them may block on, in the
-// order of their first appearance.
-func byKey(files []taskFile) [][]taskFile {
-	index := make(map[safeio.Key]int)
-	var groups [][]taskFile
-	for _, tf := range files {
-		i, ok := index[tf.key()]
-		if !ok {
-			i = len(groups)
-			index[tf.key()] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], tf)
-	}
-	return groups
-}
-
-// writeOutTaskFile opens tf's /proc link with O_PATH, checks and reopens
-// it, and starts its write-out. started is false when done already holds
-// the file. It may block: call it under BoundedIO.
-func writeOutTaskFile(procRoot string, tf taskFile, mounts *safeio.Mounts, done *FileSet) (started bool, err error) {
-	pfd, err := unix.Open(tf.path, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, err
-	}
-	return writeOutPathFD(procRoot, pfd, tf.want, mounts, done)
-}
-
-// WriteOutFD starts write-out of the file pathFD names, a descriptor
-// (opened with O_PATH, or otherwise) that WriteOutFD takes over and
-// closes: the entry point of a second source of files, such as an eBPF
-// tracker's closed files reopened by handle. The file passes
+// WriteOutFD starts write-out of the whole file pathFD names, a
+// descriptor (opened with O_PATH, or otherwise) that WriteOutFD takes over
+// and closes, in chunks of WriteChunk: the entry point of a source of
+// files that keeps no cursor. The file passes
 // CheckedReopen against want and mounts first; the whole runs under b,
 // keyed by dev (the filesystem's device number).
 func WriteOutFD(ctx context.Context, b *safeio.BoundedIO, procRoot string, pathFD int, want safeio.FileID, mounts *safeio.Mounts, dev uint64) error {
 	var ferr error
 	err := b.Do(ctx, safeio.DeviceKey(dev), func() {
-		_, ferr = writeOutPathFD(procRoot, pathFD, want, mounts, NewFileSet())
+		ferr = writeOutPathFD(procRoot, pathFD, want, mounts)
 	})
 	if errors.Is(err, safeio.ErrRefused) {
 		unix.Close(pathFD) // never started
@@ -134,50 +39,20 @@ func WriteOutFD(ctx context.Context, b *safeio.BoundedIO, procRoot string, pathF
 }
 
 // writeOutPathFD checks and reopens pathFD, which it closes, and starts
-// write-out of the file unless done already holds it.
-func writeOutPathFD(procRoot string, pathFD int, want safeio.FileID, mounts *safeio.Mounts, done *FileSet) (bool, error) {
+// write-out of the whole file in chunks of WriteChunk.
+func writeOutPathFD(procRoot string, pathFD int, want safeio.FileID, mounts *safeio.Mounts) error {
 	defer unix.Close(pathFD)
 	f, st, err := safeio.CheckedReopen(procRoot, pathFD, want, mounts)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer f.Close()
-	if !done.add(st.Dev, st.Ino) {
-		return false, nil
+	for off := int64(0); off < st.Size; off += WriteChunk {
+		if err := unix.SyncFileRange(int(f.Fd()), off, min(WriteChunk, st.Size-off), unix.SYNC_FILE_RANGE_WRITE); err != nil {
+			return fmt.Errorf("sync_file_range: %w", err)
+		}
 	}
-	if err := unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE); err != nil {
-		return false, fmt.Errorf("sync_file_range: %w", err)
-	}
-	return true, nil
-}
-
-// FileSet is a set of files by device and inode, safe for concurrent use
-// (an abandoned operation may still add to it).
-type FileSet struct {
-	mu sync.Mutex
-	m  map[[2]uint64]bool
-}
-
-// NewFileSet returns an empty set.
-func NewFileSet() *FileSet { return &FileSet{m: make(map[[2]uint64]bool)} }
-
-// add adds a file and reports whether it was new.
-func (s *FileSet) add(dev, ino uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := [2]uint64{dev, ino}
-	if s.m[k] {
-		return false
-	}
-	s.m[k] = true
-	return true
-}
-
-// has reports whether the set holds the file.
-func (s *FileSet) has(dev, ino uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[[2]uint64{dev, ino}]
+	return nil
 }
 
 // taskFile is a regular file a task had open or mapped when listed: the

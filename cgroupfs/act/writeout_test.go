@@ -33,7 +33,11 @@ func writers(t *testing.T, l layout.Layout, n int, size int64) []*cgrouptest.Cgr
 }
 
 // seed 000: targeted write-out lowers that cgroup's dirty pages within 1 s
-// while a sibling cgroup keeps at least 90% of its dirty pages.
+// while a sibling cgroup keeps at least 90% of its dirty pages. The
+// write-outs come every 5 ms, as a throttled cgroup's steps bring them;
+// each is budgeted (act.DefaultWriteOutBudget) and goes on where the
+// last one stopped, and returns within its budget and one chunk's
+// submission.
 func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	size := cgrouptest.DirtySize(t)
@@ -47,28 +51,34 @@ func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 		}
 	}
 
+	fs := cgroupfs.NewFS(l, "/proc", "/", nil)
 	start := time.Now()
-	w, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), target.Path)
-	if err != nil {
-		t.Fatalf("WriteOut: %v", err)
-	}
-	call := time.Since(start)
-	if w.Files != 1 || w.Bytes < uint64(size/2) {
-		t.Errorf("WriteOut = %+v, want 1 file and about %d MiB", w, size/mib)
-	}
-	var targetAfter uint64
+	var (
+		targetAfter uint64
+		calls       int
+		longest     time.Duration
+	)
 	for {
+		callStart := time.Now()
+		w, err := fs.WriteOut(context.Background(), target.Path)
+		longest = max(longest, time.Since(callStart))
+		if err != nil {
+			t.Fatalf("WriteOut: %v", err)
+		}
+		if calls++; calls == 1 && (w.Files != 1 || w.Bytes < uint64(size/2)) {
+			t.Errorf("first WriteOut = %+v, want 1 file and about %d MiB", w, size/mib)
+		}
+		time.Sleep(5 * time.Millisecond)
 		targetAfter = target.Dirty(t)
 		if targetAfter <= targetBefore/10 || time.Since(start) > time.Second {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
 	siblingAfter := sibling.Dirty(t)
 	retained := 100 * float64(siblingAfter) / float64(siblingBefore)
-	t.Logf("write-out: target dirty %.1f -> %.1f MiB in %v (call %v), sibling dirty %.1f -> %.1f MiB (%.0f%% kept)",
-		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), call.Round(time.Microsecond),
+	t.Logf("write-out: target dirty %.1f -> %.1f MiB in %v (%d calls, the longest %v), sibling dirty %.1f -> %.1f MiB (%.0f%% kept)",
+		float64(targetBefore)/mib, float64(targetAfter)/mib, took.Round(time.Millisecond), calls, longest.Round(time.Microsecond),
 		float64(siblingBefore)/mib, float64(siblingAfter)/mib, retained)
 	if targetAfter > targetBefore/10 {
 		t.Errorf("target cgroup dirty %d MiB after 1 s, want at most 10%% of %d MiB", targetAfter/mib, targetBefore/mib)

@@ -39,8 +39,9 @@ equivalent, n/a where it has none:
 When the daemon answers on --socket, its own figures are printed, the same
 the metrics endpoint exports: kswapd_steal is then the daemon's background
 reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
-writeout_targeted, writeout_flush (and their _bytes) and throttle_pauses,
-throttle_paused_us; then writeout_flush_refused (full flushes the host
+reclaim_overshoot_bytes (the free space past high_wmark at the end of each
+run, summed), writeout_targeted, writeout_flush (and their _bytes) and
+throttle_pauses, throttle_paused_us; then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
 (false when the cgroup holds memcgd or no freezer reaches it), exempt (true
 when it holds memcgd) and dirty_tracker (true when the eBPF dirty tracker

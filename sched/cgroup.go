@@ -34,10 +34,13 @@ type cgroup struct {
 	lookGen                        uint64
 	// active and throttled are the last decision's Active and Episode.
 	active, throttled bool
-	// acting says one of its actions is in flight: a step that finds it
-	// so skips its own (a write-out in flight is one already started, and
-	// reclaim comes again at the next step).
-	acting bool
+	// writing says a write-out or flush of its is in flight, reclaiming
+	// a reclaim: a step that finds one so skips its own of that kind (a
+	// write-out in flight is one already started, and reclaim comes again
+	// at the next step). The two kinds do not wait for each other: a
+	// write-out that waits for a full device queue does not hold up
+	// reclaim of clean pages.
+	writing, reclaiming bool
 	// wake is the watch armed, or being armed.
 	wake host.Wake
 	// firstScan says it was found by the first listing and not stepped
@@ -329,14 +332,13 @@ func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 	if d.ReclaimStart {
 		st.status.Counters.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
 	}
-	if !d.WriteOut && !d.Flush && d.Reclaim == 0 || st.acting {
-		return
-	}
+	st.status.Counters.ReclaimOvershootBytes += d.ReclaimOvershoot
 	switch {
+	case st.writing:
 	case d.Flush && c.flushing:
 		c.log(slog.LevelDebug, "flush skipped: another is in flight", "cgroup", st.cg)
 	case d.Flush:
-		c.flushing, st.acting = true, true
+		c.flushing, st.writing = true, true
 		st.status.Counters.Flushes++
 		st.status.Counters.FlushBytes += s.Dirty
 		c.emit(Op{Kind: Flush, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
@@ -344,11 +346,11 @@ func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 		// covers the cgroup's own files and more.
 		return
 	case d.WriteOut:
-		st.acting = true
+		st.writing = true
 		c.emit(Op{Kind: WriteOut, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
 	}
-	if d.Reclaim > 0 {
-		st.acting = true
+	if d.Reclaim > 0 && !st.reclaiming {
+		st.reclaiming = true
 		c.emit(Op{Kind: Reclaim, Cgroup: st.cg, Bytes: d.Reclaim}, pendingOp{cg: st, stat: s})
 	}
 }
@@ -357,11 +359,13 @@ func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 // learns the outcome of reclaim and flush (their backoffs).
 func (c *Core) acted(p pendingOp, r Result) {
 	st := p.cg
-	if p.op.Kind == Flush {
-		c.flushing = false
-	}
-	if !c.actionsInFlight(st) {
-		st.acting = false
+	switch p.op.Kind {
+	case Flush:
+		c.flushing, st.writing = false, false
+	case WriteOut:
+		st.writing = false
+	case Reclaim:
+		st.reclaiming = false
 	}
 	if st.gone {
 		return
@@ -398,21 +402,6 @@ func (c *Core) acted(p pendingOp, r Result) {
 		}
 		c.log(slog.LevelDebug, "reclaim attempt", "cgroup", st.cg, "got", r.Reclaimed, "err", r.Err)
 	}
-}
-
-// actionsInFlight reports whether an action of st's is still pending.
-func (c *Core) actionsInFlight(st *cgroup) bool {
-	for _, p := range c.pending {
-		if p.cg == st && p.op.Kind.Lane() == Slow {
-			return true
-		}
-	}
-	for _, op := range c.lanes[Slow] {
-		if op.Cgroup == st.cg {
-			return true
-		}
-	}
-	return false
 }
 
 // failed counts and logs an action's error; a vanished cgroup is found by

@@ -181,6 +181,24 @@ func TestAnActionInFlightHoldsNoLook(t *testing.T) {
 	}
 }
 
+func TestAWriteOutInFlightHoldsNoReclaim(t *testing.T) {
+	// A write-out waiting for a full device queue does not hold up the
+	// reclaim of clean pages, nor the other way round: each kind waits
+	// only for its own.
+	cfg := dirtyConfig()
+	cfg.Defaults.MinFreeKbytes = 4 << 10 // low 5 MiB, high 6 MiB
+	w := newWorld(t, Config{Policy: cfg}, "/", root, "/a", memcg.Stat{Limit: 100 * mib, Usage: 98 * mib, File: 90 * mib, Dirty: 10 * mib})
+	w.hold[WriteOut] = true
+	w.settle()
+	w.advance(100 * ms)
+	if n := w.count(WriteOut, "/a"); n != 1 {
+		t.Errorf("%d write-outs while the first is in flight, want it alone", n)
+	}
+	if n := w.count(Reclaim, "/a"); n < 2 {
+		t.Errorf("%d reclaims while a write-out was in flight, want them to go on", n)
+	}
+}
+
 func TestTheThrottleFreezesAtTheLimitAndItsDeadlineThawsWithoutAStep(t *testing.T) {
 	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root,
 		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Writeback: 17 * mib})

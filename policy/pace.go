@@ -110,8 +110,8 @@ type pacer struct {
 	// efficiency is the bytes dirtied per CPU-second of the paced tasks,
 	// measured; zero until measured.
 	efficiency float64
-	// least is when the pace last went to its least (pos_ratio 0, at or
-	// past the limit), zero while it is above it; level is dirty+writeback
+	// least is when the least pace (pos_ratio 0, at or past the limit)
+	// came into force, zero while another is; level is dirty+writeback
 	// at the last step, rising that it rose at it.
 	least  time.Time
 	level  uint64
@@ -142,27 +142,26 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	}
 	c.measureEfficiency(in)
 	freerun := in.Dirty.Freerun()
+	c.leastInForce(in, dirty)
 	switch {
 	case dirty > freerun:
 		p.on, p.below = true, time.Time{}
+	case dirty > in.Dirty.Background:
+		// Past the background threshold the pace begins, its threads
+		// moved, without a limit but the headroom's: a move waits for
+		// an RCU grace period (cgroup_threadgroup_rwsem), milliseconds
+		// in which a writer dirties megabytes, and past freerun the
+		// pace is then one write of the quota away.
+		p.on, p.below = true, time.Time{}
+		c.unlimitedPace(in, dirty, d)
+		return
 	case !p.on:
 		return
 	case p.below.IsZero():
 		p.below = in.Now
 		fallthrough
 	case in.Now.Sub(p.below) < PaceLinger:
-		// Below freerun the kernel throttles nothing
-		// (balance_dirty_pages() returns at once): the tasks stay
-		// paced, without a limit but the headroom's, so that the
-		// device is fed and its bandwidth measured at its speed, not
-		// at a pace's.
-		d.Pace = Unlimited
-		_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
-		if share := c.headroomShare(dirty, limit); share < 1 {
-			d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
-		}
-		d.Active = true
-		p.rising, p.level = false, dirty
+		c.unlimitedPace(in, dirty, d)
 		return
 	default:
 		*p = pacer{efficiency: p.efficiency}
@@ -173,16 +172,38 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
 	share := min(float64(rate)/c.efficiency(), c.headroomShare(dirty, limit))
 	d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
-	switch {
-	case rate > 0:
-		p.least = time.Time{}
-	case p.least.IsZero():
-		p.least, p.leastLevel, p.leastEff = in.Now, dirty, c.efficiency()
-		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
-	}
 	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
 	d.Active = true
+}
+
+// unlimitedPace keeps the tasks paced below freerun, where the kernel
+// throttles nothing (balance_dirty_pages() returns at once): without a
+// limit but the headroom's, so that the device is fed and its bandwidth
+// measured at its speed, not at a pace's.
+func (c *Controller) unlimitedPace(in Input, dirty uint64, d *Decision) {
+	d.Pace = Unlimited
+	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	if share := c.headroomShare(dirty, limit); share < 1 {
+		d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
+	}
+	d.Active = true
+	c.pacer.rising, c.pacer.level = false, dirty
+}
+
+// leastInForce notes when the least pace came into force (in.Paced, as
+// the driver holds it: a pace asked for takes hold only once its threads
+// have moved), with the level and the dirtied counter then.
+func (c *Controller) leastInForce(in Input, dirty uint64) {
+	p := &c.pacer
+	if !in.Paced.Limited() || in.Paced != PaceFor(0, in.PacePeriodCap) {
+		p.least = time.Time{}
+		return
+	}
+	if p.least.IsZero() {
+		p.least, p.leastLevel, p.leastEff = in.Now, dirty, c.efficiency()
+		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
+	}
 }
 
 // keep is pace p, or the pace in force when p is within PaceTolerance of
@@ -260,7 +281,7 @@ func (c *Controller) paceBand(in Input, p Pacing) (above, below uint64) {
 	}
 	s := p.Share()
 	above, below = at(s*(1-PaceTolerance)), at(s*(1+PaceTolerance))
-	if !c.pacer.least.IsZero() {
+	if p == PaceFor(0, in.PacePeriodCap) {
 		above = c.backstopLevel(in)
 	}
 	return max(above, below+memcg.PageSize), below

@@ -57,6 +57,7 @@ func TestThePacedThrottle(t *testing.T) {
 		return a.On() == b.On() && a.Limited() == b.Limited() && a.Share() >= 0.99*b.Share() && a.Share() <= 1.01*b.Share()
 	}
 	share := func(pos float64) float64 { return bw * pos / (1 << 30) }
+	var inForce Pacing
 	for _, tt := range []struct {
 		name     string
 		at       time.Duration
@@ -64,19 +65,23 @@ func TestThePacedThrottle(t *testing.T) {
 		wantPace Pacing
 		throttle Throttle
 	}{
-		{"below freerun: not paced", 0, 10 * mib, Pacing{}, ThrottleNone},
+		{"below the background threshold: not paced", 0, 6 * mib, Pacing{}, ThrottleNone},
+		{"past the background threshold: paced without a limit, the threads moved before the pace must hold", 5 * ms, 10 * mib, Unlimited, ThrottleNone},
 		{"at the setpoint: paced to the device's speed (pos_ratio 1)", 10 * ms, 14 * mib, PaceFor(share(1), 0), ThrottleNone},
 		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0, 0), ThrottleNone},
-		{"past the limit, but the least pace has not had PaceInterval to tell: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the limit, the least pace in force since now: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
 		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second): no freeze", 29 * ms, 21 * mib, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 23 * mib, PaceFor(0, 0), ThrottleFreeze},
+		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second) since it came into force: no freeze", 29 * ms, 21 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 27 * mib, PaceFor(0, 0), ThrottleFreeze},
 		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0, 0), ThrottleThaw},
 		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
-		{"below freerun for less than PaceLinger: the tasks stay paced, without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
-		{"below freerun for PaceLinger: released", 60*ms + PaceLinger, 11 * mib, Pacing{}, ThrottleNone},
+		{"between background and freerun: paced without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
+		{"below the background threshold for less than PaceLinger: the tasks stay paced, without a limit", 70 * ms, 7 * mib, Unlimited, ThrottleNone},
+		{"below the background threshold for PaceLinger: released", 70*ms + PaceLinger, 7 * mib, Pacing{}, ThrottleNone},
 	} {
-		d := step(tt.at, tt.dirty, Pacing{})
+		// The driver puts each pace in force before the next step.
+		d := step(tt.at, tt.dirty, inForce)
+		inForce = d.Pace
 		if !near(d.Pace, tt.wantPace) || d.Throttle != tt.throttle {
 			t.Errorf("%s: Pace %+v Throttle %v, want %+v %v", tt.name, d.Pace, d.Throttle, tt.wantPace, tt.throttle)
 		}

@@ -278,7 +278,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, LevelWakes: c.cfg.Levels,
 		Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
 		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
-		Pacer: pacer, Paced: st.pace.cur, PacedCPU: st.pace.cpu, PacePeriodCap: c.cfg.PacePeriodCap,
+		Pacer: pacer, Paced: st.pace.applied, PacedCPU: st.pace.cpu, PacePeriodCap: c.cfg.PacePeriodCap,
 		PacedBelow: c.pacedBelow(st.cg),
 	})
 	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {

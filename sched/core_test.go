@@ -446,10 +446,10 @@ func TestPacingEpisodes(t *testing.T) {
 		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
 			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
 	}
-	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 10*mib))
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 6*mib))
 	w.settle()
 	if w.count(Pace, "/a") != 0 {
-		t.Fatal("paced below freerun")
+		t.Fatal("paced below the background threshold")
 	}
 	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 14*mib) })
 	w.c.Kick(w.now, "/a") // the tracker's report

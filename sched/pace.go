@@ -25,8 +25,10 @@ type pace struct {
 	open    bool
 	episode host.Paced
 	// cur is the pace asked for last; the ops carry it when they are
-	// handed out, so that a queued change sets the latest pace.
-	cur policy.Pacing
+	// handed out, so that a queued change sets the latest pace. applied
+	// is the pace in force, as the last op that returned set it (a Pace
+	// takes hold only once its threads have moved).
+	cur, applied policy.Pacing
 	// busy says an op of the episode is in flight; queued are the kinds
 	// waiting for it.
 	busy   bool
@@ -68,7 +70,7 @@ func (c *Core) endPace(st *cgroup, why string) {
 	if !p.open {
 		return
 	}
-	p.open, p.cur = false, policy.Pacing{}
+	p.open, p.cur, p.applied = false, policy.Pacing{}, policy.Pacing{}
 	delete(c.pacing, st.cg)
 	st.status.Counters.PacedTime += c.now.Sub(p.began)
 	c.paceOp(st, Unpace)
@@ -138,8 +140,11 @@ func (c *Core) paced(pd pendingOp, r Result) {
 		if pd.op.Kind == Pace {
 			p.episode = r.Paced
 		}
+		if pd.op.Kind != Unpace && p.open {
+			p.applied = policy.Pacing{Quota: pd.op.Quota, Period: pd.op.Period}
+		}
 	case pd.op.Kind == Pace:
-		p.open, p.cur, p.queued = false, policy.Pacing{}, nil
+		p.open, p.cur, p.applied, p.queued = false, policy.Pacing{}, policy.Pacing{}, nil
 		delete(c.pacing, st.cg)
 		c.setState(st)
 		switch {

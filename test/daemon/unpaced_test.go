@@ -16,6 +16,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // An unpaced writer (1 GiB in 1 MiB writes, as cp or a bulk load writes;
@@ -175,7 +176,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	}
 	p50, p99 := percentile(all, 50), percentile(all, 99)
 	slices.Sort(ratios)
-	median := (ratios[(len(ratios)-1)/2] + ratios[len(ratios)/2]) / 2
+	median := stats.Median(ratios)
 	t.Logf("all rounds: dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d MiB); throughput vs stock, median of %d rounds: %.0f %% (lowest %.0f %%)",
 		float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, dirtyBytes/mib, rounds, 100*median, 100*ratios[0])
 	t.Logf("host calls of 5 ms or more (the daemon's debug log), per call: %s", slowCalls(d.logText()))
@@ -282,7 +283,7 @@ func wakeLags(log, key string) string {
 		return "none"
 	}
 	slices.Sort(lags)
-	at := func(p int) time.Duration { return lags[(len(lags)-1)*p/100] }
+	at := func(p float64) time.Duration { return stats.Percentile(lags, p) }
 	over := 0
 	for _, d := range lags {
 		if d > 2*time.Millisecond {
@@ -335,15 +336,9 @@ func slowCalls(log string) string {
 	return strings.TrimSuffix(b.String(), "; ")
 }
 
-// percentile is the p-th percentile of xs (nearest rank).
-func percentile(xs []uint64, p int) uint64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
+// percentile is the p-th percentile of xs, in any order (nearest rank).
+func percentile(xs []uint64, p float64) uint64 {
+	return stats.Percentile(slices.Sorted(slices.Values(xs)), p)
 }
 
 // waitThawed waits up to timeout for c to be thawed, and returns what

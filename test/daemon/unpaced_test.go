@@ -222,7 +222,7 @@ func reniceDaemon(t *testing.T, d *daemon, v string) {
 	if err != nil || n < -20 || n > 19 {
 		t.Fatalf("MEMCGD_DAEMON_NICE=%q: want an integer from -20 to 19", v)
 	}
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatalf("renice memcgd: %v", err)

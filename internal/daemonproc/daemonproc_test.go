@@ -194,9 +194,22 @@ func TestAwaitFailsWhenTheDaemonExitsOrIsNotReady(t *testing.T) {
 	}
 
 	d = newFake(t, "unready")
-	err = d.Start(ctxWithin(t, 300*time.Millisecond))
+	if err := d.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the daemon answers at all, Ready says why it is not ready.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := d.Ready(t.Context())
+		if err != nil && strings.Contains(err.Error(), "503") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready of a daemon whose /readyz says 503: %v after 10 s, want an error with the 503", err)
+		}
+	}
+	err = d.Await(ctxWithin(t, time.Second))
 	if err == nil || !strings.Contains(err.Error(), "503") {
-		t.Errorf("Start of a daemon whose /readyz says 503: %v, want an error with the 503", err)
+		t.Errorf("Await of a daemon whose /readyz says 503: %v, want an error with the 503", err)
 	}
 	if !d.Running() {
 		t.Errorf("the unready daemon exited: %v", d.ExitErr())

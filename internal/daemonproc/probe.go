@@ -20,16 +20,20 @@ const pollEvery = 10 * time.Millisecond
 // first scan of the managed cgroups is done. It fails at once if the
 // daemon exits, and when ctx ends (give it a deadline).
 func (d *Daemon) Await(ctx context.Context) error {
+	var why error // the last answer not cut short by ctx's end
 	for {
 		err := d.Ready(ctx)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() == nil || why == nil {
+			why = err
+		}
 		select {
 		case <-d.exited:
-			return fmt.Errorf("memcgd exited before it was ready (%v): %v\n%s", err, d.err, d.Tail(30))
+			return fmt.Errorf("memcgd exited before it was ready (%v): %v\n%s", why, d.err, d.Tail(30))
 		case <-ctx.Done():
-			return fmt.Errorf("memcgd not ready: %w (%v)\n%s", err, ctx.Err(), d.Tail(30))
+			return fmt.Errorf("memcgd not ready: %w (%v)\n%s", why, ctx.Err(), d.Tail(30))
 		case <-time.After(pollEvery):
 		}
 	}

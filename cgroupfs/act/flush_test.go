@@ -122,7 +122,13 @@ func TestFlushWithoutOpenFilesDoesNotSyncTheMachine(t *testing.T) {
 	}
 	fs := cgroupfs.NewFS(l, "/proc", "/", nil)
 	err := fs.Flush(context.Background(), target.Path)
-	time.Sleep(100 * time.Millisecond) // a flush started anyway would show by now
+	// A flush started anyway, in the background, is over once
+	// WaitFlushes returns; one done in the call (sync(2)) already is.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if werr := fs.WaitFlushes(ctx); werr != nil {
+		t.Fatal(werr)
+	}
 	targetAfter, bystanderAfter := target.Dirty(t), bystander.Dirty(t)
 	t.Logf("Flush of a cgroup without open files: %v; target dirty %.1f -> %.1f MiB, bystander %.1f -> %.1f MiB",
 		err, float64(targetBefore)/mib, float64(targetAfter)/mib, float64(bystanderBefore)/mib, float64(bystanderAfter)/mib)

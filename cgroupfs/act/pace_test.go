@@ -34,6 +34,26 @@ func paceable(t *testing.T) layout.Layout {
 	return l
 }
 
+// awaitDirtying waits, up to 10 s, until the tasks of cg have dirtied
+// pages (act.Dirtied, their write_bytes): the dd started there is past its
+// exec and writing, which is what the pacer looks for. On a loaded machine
+// that can take longer than any fixed sleep.
+func awaitDirtying(t *testing.T, l layout.Layout, cg host.Cgroup) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n, err := act.Dirtied(t.Context(), "/proc", l, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer in %s dirtied nothing within 10 s", cg)
+		}
+	}
+}
+
 // threadCgroup returns the directory of pid's cgroup in the pacer's
 // hierarchy (v1 cpu, or the unified one on v2).
 func threadCgroup(t *testing.T, l layout.Layout, pid int) string {
@@ -68,7 +88,7 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 	// task that only sleeps.
 	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
 	sleeper := c.Start(t, "sleep", "3600")
-	time.Sleep(100 * time.Millisecond) // the shell's dd is running
+	awaitDirtying(t, l, c.Path)
 	home := threadCgroup(t, l, sleeper.Process.Pid)
 	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
 	ctx := t.Context()
@@ -130,7 +150,7 @@ func TestThePacerEndsAnEpisodeWhoseThreadWasKilled(t *testing.T) {
 	j := cgrouptest.Journal(t, l)
 	dir := cgrouptest.DiskDir(t)
 	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=100000")
-	time.Sleep(50 * time.Millisecond) // dd is running
+	awaitDirtying(t, l, c.Path)
 	home := threadCgroup(t, l, writer.Process.Pid)
 	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
 	e, err := p.Pace(t.Context(), c.Path, time.Millisecond, time.Second)
@@ -161,7 +181,7 @@ func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
 	j := cgrouptest.Journal(t, l)
 	dir := cgrouptest.DiskDir(t)
 	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
-	time.Sleep(100 * time.Millisecond)
+	awaitDirtying(t, l, c.Path)
 	home := threadCgroup(t, l, writer.Process.Pid)
 	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // freezerFile returns the freezer file the layout fz makes Freeze use for
@@ -262,7 +263,5 @@ func fileSize(t *testing.T, p string) int64 {
 }
 
 func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2].Round(time.Microsecond)
+	return stats.Median(slices.Sorted(slices.Values(ds))).Round(time.Microsecond)
 }

@@ -3,7 +3,8 @@
 //
 // Every cgroup it makes is named memcgd-test-<random> and sits beneath the
 // test process's own cgroup in each hierarchy it touches; t.Cleanup thaws
-// it, kills its tasks and removes it, children first. It never writes to a
+// it, kills its tasks and removes it, children first. Where and how is
+// internal/sandbox's, which the experiments use too. It never writes to a
 // cgroup it did not create, with one exception documented on New: on a v2
 // host whose test process runs in the root cgroup (a test VM), it enables
 // the memory and io controllers in the root's cgroup.subtree_control.
@@ -14,12 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,10 +65,10 @@ type Cgroup struct {
 	Dir string
 
 	layout layout.Layout
-	// procs are the directories whose cgroup.procs a started task joins:
-	// Dir, and on a hybrid host the unified and freezer cgroups at the
-	// same path.
-	procs []string
+	// sb is the cgroup as internal/sandbox made it: its procs are the
+	// directories whose cgroup.procs a started task joins, Dir and on a
+	// hybrid host its mirrors at the same path.
+	sb *sandbox.Cgroup
 }
 
 // New creates memcgd-test-<random> beneath the test process's own memory
@@ -79,37 +77,16 @@ type Cgroup struct {
 //
 // On a hybrid host (memory on v1) it also creates the cgroup at the same
 // path in the unified hierarchy, for PSI and cgroup.freeze, and in the v1
-// freezer hierarchy, each only when that path is beneath the test process's
-// own cgroup in that hierarchy; missing directories on the way are created
-// and removed again (internal/sandbox).
+// freezer and cpu hierarchies, each only when that path is beneath the test
+// process's own cgroup in that hierarchy (sandbox.Create).
 //
-// On v2 a child gets memory files only if its parent's
-// cgroup.subtree_control enables memory. New enables memory (and io, when
-// available) there only if the parent is the root cgroup, since any other
-// cgroup holding the test process cannot enable controllers (the kernel's
-// no-internal-process rule); otherwise it requires them enabled already.
-// The root's controllers are left enabled at cleanup: other tests may be
-// using them concurrently.
+// On v2 the test process's cgroup must enable memory for its children: New
+// enables it only where that cgroup is the root (a test VM), and is
+// unavailable (skipped, or failed with CI=true) elsewhere (sandbox.New).
 func New(t testing.TB, l layout.Layout, limit uint64) *Cgroup {
 	t.Helper()
-	self, err := layout.Self(procRoot, l)
-	if err != nil {
-		t.Fatalf("test cgroup: %v", err)
-	}
-	if l.Memory.Version == layout.V2 {
-		dir := l.Memory.Dir(self)
-		ok, err := sandbox.Enabled(dir, "memory")
-		if err != nil {
-			t.Fatalf("test cgroup: %v", err)
-		}
-		if !ok && self != "/" {
-			unavailable(t, "test cgroup: the memory controller is not enabled in %s/cgroup.subtree_control, "+
-				"and this process's cgroup %s is not the root, so it cannot enable it", dir, self)
-		}
-		enableControllers(t, dir)
-	}
-	name := fmt.Sprintf("memcgd-test-%016x", rand.Uint64())
-	return create(t, l, host.Cgroup(path.Join(string(self), name)), limit)
+	sc, err := sandbox.New(l, "memcgd-test", sandbox.Options{Limit: limit, Mirror: true})
+	return made(t, l, sc, err)
 }
 
 // Child creates a child cgroup of c called name, with no limit of its own.
@@ -118,34 +95,15 @@ func New(t testing.TB, l layout.Layout, limit uint64) *Cgroup {
 // before starting anything in c.
 func (c *Cgroup) Child(t testing.TB, name string) *Cgroup {
 	t.Helper()
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n") {
-		t.Fatalf("child cgroup name %q: want a single path element", name)
-	}
-	if c.layout.Memory.Version == layout.V2 {
-		enableControllers(t, c.Dir)
-	}
-	return create(t, c.layout, host.Cgroup(path.Join(string(c.Path), name)), 0)
+	sc, err := c.sb.Child(name, sandbox.Options{Mirror: true})
+	return made(t, c.layout, sc, err)
 }
 
-// enableControllers enables memory, and io when available, for the
-// children of the v2 cgroup at dir, unless memory is enabled already.
-func enableControllers(t testing.TB, dir string) {
+// made registers the removal of what sandbox made, at cleanup, and fails
+// the test on err, or skips it where the host has no memory controller to
+// give the test.
+func made(t testing.TB, l layout.Layout, sc *sandbox.Cgroup, err error) *Cgroup {
 	t.Helper()
-	err := sandbox.EnableControllers(dir)
-	if errors.Is(err, sandbox.ErrNoMemoryController) {
-		unavailable(t, "test cgroup: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("test cgroup: %v", err)
-	}
-}
-
-// create makes the cgroup cg in the memory hierarchy and, on a hybrid
-// host, at the same path in the unified and freezer hierarchies; cleanup
-// removes them.
-func create(t testing.TB, l layout.Layout, cg host.Cgroup, limit uint64) *Cgroup {
-	t.Helper()
-	sc, err := sandbox.Create(l, cg, sandbox.Options{Limit: limit, Mirror: true})
 	if sc != nil {
 		t.Cleanup(func() {
 			if err := sc.Remove(); err != nil {
@@ -153,10 +111,13 @@ func create(t testing.TB, l layout.Layout, cg host.Cgroup, limit uint64) *Cgroup
 			}
 		})
 	}
+	if errors.Is(err, sandbox.ErrNoMemoryController) || errors.Is(err, sandbox.ErrControllersOff) {
+		unavailable(t, "test cgroup: %v", err)
+	}
 	if err != nil {
 		t.Fatalf("test cgroup: %v", err)
 	}
-	return &Cgroup{Path: sc.Path, Dir: sc.Dir, layout: l, procs: sc.Procs()}
+	return &Cgroup{Path: sc.Path, Dir: sc.Dir, layout: l, sb: sc}
 }
 
 // Start starts name with args inside the cgroup and returns it running. It
@@ -183,11 +144,6 @@ func (c *Cgroup) Output(t testing.TB, name string, args ...string) (string, erro
 	return out.String(), err
 }
 
-// joinScript moves the shell into each directory's cgroup.procs given
-// before "--", reports on fd 3 that it did, and executes the rest of its
-// arguments with fd 3 closed.
-const joinScript = `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; done; shift; echo >&3; exec "$@" 3>&-`
-
 // start is Start with extra files for the command, from fd 4 on.
 func (c *Cgroup) start(t testing.TB, extra []*os.File, name string, args ...string) *exec.Cmd {
 	t.Helper()
@@ -203,9 +159,9 @@ func (c *Cgroup) startOut(t testing.TB, stdout io.Writer, extra []*os.File, name
 		t.Fatalf("start %s: %v", name, err)
 	}
 	defer ready.Close()
-	shArgs := append([]string{"-c", joinScript, "sh"}, c.procs...)
-	shArgs = append(append(shArgs, "--", name), args...)
-	cmd := exec.Command("sh", shArgs...)
+	// The join reports on fd 3, the first of ExtraFiles, once inside.
+	argv := sandbox.JoinArgv(c.sb.Procs(), 3, append([]string{name}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = stdout

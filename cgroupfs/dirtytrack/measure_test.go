@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/internal/stats"
 	"golang.org/x/sys/unix"
 )
 
@@ -188,12 +189,7 @@ func TestMeasureOverhead(t *testing.T) {
 const settlePause = time.Second
 
 func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return stats.Median(slices.Sorted(slices.Values(d)))
 }
 
 func kernelRelease() string {

@@ -19,6 +19,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
+	"github.com/memcgd/memcgd/internal/stats"
 	"golang.org/x/sys/unix"
 )
 
@@ -376,13 +377,9 @@ func TestHelperWriter(t *testing.T) {
 	}
 }
 
+// percentile is the p-th percentile of d (p a fraction), nearest rank.
 func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(p*float64(len(s))))]
+	return stats.Percentile(slices.Sorted(slices.Values(d)), 100*p)
 }
 
 func distribution(d []time.Duration) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -91,21 +92,73 @@ func TestBoundedIOAbandonsAHungOpen(t *testing.T) {
 }
 
 // A cancelled context abandons the wait at once: shutdown never waits for
-// a hung filesystem.
+// a hung filesystem. In a synctest bubble the clock moves only when every
+// goroutine waits, so "at once" is exact: the 50 ms to the cancel.
 func TestBoundedIOStopsWaitingWhenCancelled(t *testing.T) {
-	b, err := NewBoundedIO(IOOptions{Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	start := time.Now()
-	err = b.Do(ctx, Key{'m', 1}, func() { <-release })
-	if !errors.Is(err, ErrStuck) || !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
-		t.Errorf("cancelled after 50ms: error %v after %v; want ErrStuck and context.Canceled promptly", err, time.Since(start))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b, err := NewBoundedIO(IOOptions{Timeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		defer close(release)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		start := time.Now()
+		err = b.Do(ctx, Key{'m', 1}, func() { <-release })
+		if took := time.Since(start); !errors.Is(err, ErrStuck) || !errors.Is(err, context.Canceled) || took != 50*time.Millisecond {
+			t.Errorf("cancelled after 50ms: error %v after %v; want ErrStuck and context.Canceled after 50ms", err, took)
+		}
+	})
+}
+
+// The bookkeeping of an abandoned operation, on fake time: Run gives up
+// after exactly the timeout; while the operation is blocked its key, and
+// with MaxStuck 1 every key, is refused at once without running; when it
+// returns, abandon runs on its goroutine and the filesystem is usable
+// again.
+func TestBoundedIOAbandonsAndTakesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 200 * time.Millisecond
+		b, err := NewBoundedIO(IOOptions{Timeout: timeout, MaxStuck: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		keyA, keyB := Key{'m', 1}, Key{'m', 2}
+		release := make(chan struct{})
+		abandoned := 0
+		start := time.Now()
+		err = b.Run(ctx, keyA, func() { <-release }, func() { abandoned++ })
+		if took := time.Since(start); !errors.Is(err, ErrStuck) || errors.Is(err, ErrRefused) || took != timeout {
+			t.Fatalf("blocked operation: %v after %v, want ErrStuck (not refused) after %v", err, took, timeout)
+		}
+		if got := b.Stuck(); got != 1 {
+			t.Errorf("Stuck() = %d, want 1", got)
+		}
+		for _, key := range []Key{keyA, keyB} {
+			ran := false
+			start = time.Now()
+			err := b.Do(ctx, key, func() { ran = true })
+			if !errors.Is(err, ErrRefused) || ran || time.Since(start) != 0 {
+				t.Errorf("%v while one operation is stuck (MaxStuck 1): %v, ran %v after %v; want refused at once, not run",
+					key, err, ran, time.Since(start))
+			}
+		}
+
+		close(release)
+		synctest.Wait() // the operation's goroutine has returned
+		if abandoned != 1 || b.Stuck() != 0 {
+			t.Errorf("after the blocked operation returned: abandon ran %d times (want 1), Stuck() = %d (want 0)", abandoned, b.Stuck())
+		}
+		ran := false
+		if err := b.Do(ctx, keyA, func() { ran = true }); err != nil || !ran {
+			t.Errorf("after the operation returned: %v, ran %v; want it run", err, ran)
+		}
+		if abandoned != 1 {
+			t.Errorf("abandon ran %d times, want 1: only for the abandoned operation", abandoned)
+		}
+	})
 }
 
 func TestIOOptionsRefuseBadValues(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // reportBound is how soon a new or removed cgroup must be reported: issue
@@ -140,7 +141,7 @@ func checkReports(t *testing.T, what string, got []received, want map[host.Cgrou
 		return
 	}
 	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
+	q := func(p float64) time.Duration { return stats.Percentile(lat, 100*p).Round(time.Microsecond) }
 	t.Logf("%s: %d reports; latency p50 %v, p90 %v, p99 %v, max %v", what, len(lat), q(0.5), q(0.9), q(0.99), q(1))
 }
 
@@ -400,8 +401,8 @@ func BenchmarkNewCgroups10k(b *testing.B) {
 		b.ReportMetric(float64(int64(k1)-int64(k0))/float64(n), "kmem-B/watch")
 		b.ReportMetric(float64(int64(h1)-int64(h0))/float64(n), "heap-B/watch")
 		b.ReportMetric(float64(int64(s1)-int64(s0))/float64(n), "slab-B/watch")
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		b.ReportMetric(float64(stats.Percentile(lat, 50).Microseconds()), "p50-µs")
+		b.ReportMetric(float64(stats.Percentile(lat, 99).Microseconds()), "p99-µs")
 		b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/stats"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -215,7 +216,7 @@ func lockWait(w *cgroupfs.TrackedWatcher, d time.Duration) (p50, p99, most time.
 		return 0, 0, 0
 	}
 	slices.Sort(waits)
-	return waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
+	return stats.Median(waits), stats.Percentile(waits, 99), waits[len(waits)-1]
 }
 
 // raiseNoFile raises RLIMIT_NOFILE to at least n, the hard limit too when

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // burst shows what a paced writer's dirtying looks like inside each
@@ -98,13 +99,8 @@ func distOf(v []float64) dist {
 	if len(v) == 0 {
 		return dist{}
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return dist{p50: at(0.5), p99: at(0.99), max: s[len(s)-1]}
+	s := slices.Sorted(slices.Values(v))
+	return dist{p50: stats.Percentile(s, 50), p99: stats.Percentile(s, 99), max: s[len(s)-1]}
 }
 
 type burstSummary struct {

@@ -11,13 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 	"github.com/memcgd/memcgd/internal/sandbox"
@@ -30,12 +28,11 @@ type env struct {
 	o   options
 	exe string
 	// v2 says memory and cpu are on cgroup v2 (the test VM); otherwise the
-	// cpu controller is on a v1 hierarchy mounted at cpuMount, and this
-	// process's cpu cgroup's directory there is cpuTop.
-	v2               bool
-	cpuMount, cpuTop string
-	mechs            []string
-	n                int // names the journals
+	// cpu controller is on a v1 hierarchy, where the lab mirrors each
+	// cgroup at the same path (lab.Cgroup.CPU).
+	v2    bool
+	mechs []string
+	n     int // names the journals
 }
 
 func newEnv(b *lab.Bench, o options) (*env, error) {
@@ -48,8 +45,8 @@ func newEnv(b *lab.Bench, o options) (*env, error) {
 		if err := e.enableCPUv2(); err != nil {
 			return nil, err
 		}
-	} else if err := e.findCPUv1(); err != nil {
-		return nil, err
+	} else if b.Layout.CPU == nil {
+		return nil, errors.New("no v1 hierarchy with the cpu controller is mounted")
 	}
 	e.mechs = o.mechs
 	if len(e.mechs) == 0 {
@@ -91,43 +88,14 @@ func (e *env) enableCPUv2() error {
 	return writeFile(filepath.Join(e.b.Root.Dir, "cgroup.subtree_control"), "+cpu")
 }
 
-// findCPUv1 finds the v1 hierarchy of the cpu controller and this
-// process's cgroup in it.
-func (e *env) findCPUv1() error {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	mounts, err := format.ParseMountInfo(bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("mountinfo: %w", err)
-	}
-	for _, m := range mounts {
-		if m.FSType == "cgroup" && slices.Contains(m.SuperOptions, "cpu") && m.Root == "/" {
-			e.cpuMount = m.MountPoint
-		}
-	}
-	if e.cpuMount == "" {
-		return errors.New("no v1 hierarchy with the cpu controller is mounted (whole, root /)")
-	}
-	own, err := threadCgroup(os.Getpid(), os.Getpid(), "cpu")
-	if err != nil {
-		return err
-	}
-	e.cpuTop = filepath.Join(e.cpuMount, own)
-	return nil
-}
-
 // tcg is a tenant's cgroups: its memory cgroup (with the lab's freezer
 // and unified mirrors) and its cpu cgroup, the memory cgroup itself on v2
-// and on v1 a directory at the same path in the cpu hierarchy, as kubelet
-// gives a container the same path in every hierarchy.
+// and on v1 the lab's mirror at the same path in the cpu hierarchy, as
+// kubelet gives a container the same path in every hierarchy.
 type tcg struct {
-	e    *env
-	mem  *lab.Cgroup
-	cpu  string
-	made []string // v1 cpu directories, outermost first
-	btw  []string // their shared parents (sandbox.MkdirMirror)
+	e   *env
+	mem *lab.Cgroup
+	cpu string
 }
 
 // tenantCgroup makes a tenant's cgroups called name beneath parent (the
@@ -141,63 +109,54 @@ func (e *env) tenantCgroup(name string, parent *lab.Cgroup) (*tcg, error) {
 	if e.v2 {
 		return t, nil
 	}
-	t.cpu = filepath.Join(e.cpuMount, string(c.Path))
-	// Closers run latest first: the tenants' processes, registered
-	// later, are killed before this removes their cpu cgroups.
-	e.b.OnClose(t.removeCPU)
-	t.btw, err = sandbox.MkdirMirror(e.cpuTop, t.cpu)
-	if err != nil {
-		return nil, fmt.Errorf("cpu cgroup of %s: %w", c.Path, err)
+	if c.CPU == "" {
+		return nil, fmt.Errorf("cpu cgroup of %s: the lab made no mirror in the cpu hierarchy %s (is this process's cpu cgroup above %s?)",
+			c.Path, e.b.Layout.CPU.Mount, c.Path)
 	}
-	t.made = append(t.made, t.cpu)
+	t.cpu = c.CPU
+	// Closers run latest first: the tenants' processes, registered
+	// later, are killed before this removes a pace group they are in,
+	// and the lab removes the cpu cgroup itself after.
+	e.b.OnClose(t.removePace)
 	return t, nil
 }
 
-// removeCPU removes the tenant's v1 cpu cgroups, and the pace group if one
-// is left, after killing what is still in them: only the tenant's
-// processes and what they forked.
-func (t *tcg) removeCPU() error {
+// removePace removes the pace group a failed run left in the tenant's v1
+// cpu cgroup, after killing what is still in it: only the tenant's
+// processes and what they forked. The lab's removal of the cgroup, which
+// fails while a child is left, comes after.
+func (t *tcg) removePace() error {
+	d := filepath.Join(t.cpu, paceName)
+	if _, err := os.Stat(d); err != nil {
+		return nil
+	}
 	var errs []error
-	dirs := append(slices.Clone(t.made), filepath.Join(t.cpu, paceName))
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		if _, err := os.Stat(d); err != nil {
-			continue
+	deadline := time.Now().Add(sandbox.Settle)
+	for {
+		tids, err := readIDs(filepath.Join(d, "tasks"))
+		if err != nil || len(tids) == 0 {
+			break
 		}
-		deadline := time.Now().Add(sandbox.Settle)
-		for {
-			tids, err := readIDs(filepath.Join(d, "tasks"))
-			if err != nil || len(tids) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("remove %s: tasks %v stay", d, tids))
-				break
-			}
-			for _, tid := range tids {
-				_ = syscall.Kill(tid, syscall.SIGKILL) // the whole process
-			}
-			time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			errs = append(errs, fmt.Errorf("remove %s: tasks %v stay", d, tids))
+			break
 		}
-		if err := rmdirCgroup(d); err != nil {
-			errs = append(errs, err)
+		for _, tid := range tids {
+			_ = syscall.Kill(tid, syscall.SIGKILL) // the whole process
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	t.made = nil
-	if len(t.btw) > 0 {
-		errs = append(errs, sandbox.RemoveBetween(t.btw))
-		t.btw = nil
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, rmdirCgroup(d))...)
 }
 
 // remove removes the tenant's cgroups now rather than at the lab's close.
 func (t *tcg) remove() error {
 	var errs []error
 	if !t.e.v2 {
-		// The memory cgroup's removal kills its tasks, which leaves the
-		// cpu cgroups empty; removeCPU runs again at close, a no-op.
-		errs = append(errs, t.e.b.Remove(t.mem), t.removeCPU())
+		// The pace group first: the lab's removal of the memory cgroup
+		// and its cpu mirror fails while the mirror has a child.
+		// removePace runs again at close, a no-op.
+		errs = append(errs, t.removePace(), t.e.b.Remove(t.mem))
 	} else {
 		if _, err := os.Stat(filepath.Join(t.cpu, paceName)); err == nil {
 			// A pace group left by a failed run: its threads go back

@@ -24,11 +24,11 @@ type Layer struct {
 
 // Layers are memcgd's layers, lowest first.
 var Layers = []Layer{
-	{"leaf helpers", []string{"internal/suggest", "internal/strictyaml"}},
+	{"leaf helpers", []string{"internal/suggest", "internal/strictyaml", "internal/stats"}},
 	{"values", []string{"memcg", "host", "state"}},
 	{"pure core", []string{"policy", "config", "resolve", "sched"}},
 	{"kernel model", []string{"sim/kernel", "sim/workload"}},
-	{"support", []string{"atomicfile", "internal/pollfd", "internal/cputime", "internal/stats", "cgroupfs/format", "overrides"}},
+	{"support", []string{"atomicfile", "internal/pollfd", "internal/cputime", "cgroupfs/format", "overrides"}},
 	{"real kernel", []string{"cgroupfs/...", "internal/sandbox", "cgroupfs/cgrouptest"}},
 	{"daemon", []string{"agent", "control", "metrics"}},
 	{"simulator", []string{"sim/scenario", "sim/daemon", "sim/run", "sim/report", "sim/sweep"}},

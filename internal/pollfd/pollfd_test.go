@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,27 @@ func epollOf(t *testing.T, fd int) int {
 	return ep
 }
 
+// awaitParked waits, up to 5 s, until a goroutine is parked on the
+// runtime's poller inside Wait: its stack, as runtime.Stack prints it, is
+// in state "IO wait" with File.Wait among its frames. It is how a test
+// knows that a wake-up it then causes comes to a parked Wait, without
+// sleeping and hoping.
+func awaitParked() error {
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n := runtime.Stack(buf, true)
+		for g := range strings.SplitSeq(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, "pollfd.(*File).Wait") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no goroutine parked in Wait within 5 s")
+		}
+		runtime.Gosched()
+	}
+}
+
 // Wait returns once what it waits for is signalled, whether the signal
 // comes while it is parked, before it first looks, or between a look that
 // found nothing and the park; and it waits on an epoll set as on the
@@ -58,8 +81,9 @@ func TestWaitReturnsOnReadiness(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		epoll bool // wait on an epoll set holding the eventfd
-		// when: "later" from another goroutine after 20 ms, "before"
-		// Wait, "race" inside the first look after it found nothing.
+		// when: "later" from another goroutine once Wait is parked,
+		// "before" Wait, "race" inside the first look after it found
+		// nothing.
 		when string
 	}{
 		{"eventfd, signalled later", false, "later"},
@@ -88,7 +112,12 @@ func TestWaitReturnsOnReadiness(t *testing.T) {
 			look := ready
 			switch tc.when {
 			case "later":
-				go func() { time.Sleep(20 * time.Millisecond); signal(t, efd) }()
+				go func() {
+					if err := awaitParked(); err != nil {
+						t.Error(err)
+					}
+					signal(t, efd)
+				}()
 			case "before":
 				signal(t, efd)
 			case "race":
@@ -137,7 +166,9 @@ func TestCloseWakesWaitAndKeepsTheOriginal(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Wait(func() bool { return false }, time.Time{}) }()
-	time.Sleep(20 * time.Millisecond)
+	if err := awaitParked(); err != nil {
+		t.Fatal(err)
+	}
 	p.Close()
 	select {
 	case err := <-done:

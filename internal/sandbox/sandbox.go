@@ -1,16 +1,21 @@
 // Package sandbox creates and removes cgroups beneath the calling process's
 // own, in every hierarchy: the memory cgroup, and on a hybrid host (memory
 // on v1) its mirrors at the same path in the unified hierarchy (PSI,
-// cgroup.freeze) and in the v1 freezer. It is what the real-kernel tests
+// cgroup.freeze), the v1 freezer and the v1 cpu hierarchy; and it starts
+// commands inside them (JoinArgv). It is what the real-kernel tests
 // (cgroupfs/cgrouptest) and the experiments (experiments/internal/lab)
-// share; it never writes to a cgroup it did not create, but for enabling
-// controllers in a parent's cgroup.subtree_control on v2 (EnableControllers).
+// share: where they may create cgroups (New, Child) and how those are
+// removed (Remove) is decided here only. It never writes to a cgroup it
+// did not create, but for enabling controllers in a parent's
+// cgroup.subtree_control on v2 (EnableControllers).
 package sandbox
 
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,6 +37,11 @@ const Settle = 10 * time.Second
 // ErrNoMemoryController reports that a v2 cgroup cannot give its children
 // the memory controller: its cgroup.controllers lacks it.
 var ErrNoMemoryController = errors.New("memory controller not available")
+
+// ErrControllersOff reports that the calling process's own v2 cgroup does
+// not enable memory for its children and, holding the process, cannot
+// (the kernel's no-internal-process rule).
+var ErrControllersOff = errors.New("memory not enabled for the children of this process's cgroup")
 
 // Options say how to create a cgroup.
 type Options struct {
@@ -61,6 +71,8 @@ type Cgroup struct {
 	// tasks is made.
 	Freezer, CPU string
 
+	// layout is the host's cgroup mounts, for Child.
+	layout layout.Layout
 	// procs are the directories a task joins to be inside the cgroup in
 	// every hierarchy: Dir and the mirrors.
 	procs []string
@@ -83,13 +95,66 @@ func LimitFile(v layout.Version) string {
 // inside c in every hierarchy: Dir first, then the mirrors.
 func (c *Cgroup) Procs() []string { return slices.Clone(c.procs) }
 
+// New creates prefix-<16 random hex digits> beneath the calling process's
+// own memory cgroup, with the options o: the one place where the tests and
+// the experiments may create cgroups, and what every other one they make
+// lies beneath (Child).
+//
+// On v2 a child gets memory files only if its parent's
+// cgroup.subtree_control enables memory. New enables memory (and io and
+// cpu, where available) there only if the process's cgroup is the root (a
+// test VM), since any other cgroup holding the process cannot enable
+// controllers; otherwise it requires them enabled already, and fails with
+// ErrControllersOff. The root's controllers are left enabled: other
+// processes may be using them.
+//
+// On an error the returned Cgroup, when not nil, holds what was made: the
+// caller removes it.
+func New(l layout.Layout, prefix string, o Options) (*Cgroup, error) {
+	self, err := layout.Self(ProcRoot, l)
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	if l.Memory.Version == layout.V2 {
+		dir := l.Memory.Dir(self)
+		ok, err := Enabled(dir, "memory")
+		if err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		if !ok && self != "/" {
+			return nil, fmt.Errorf("create cgroup: %s/cgroup.subtree_control lacks memory, and %s holds this process: %w", dir, self, ErrControllersOff)
+		}
+		if err := EnableControllers(dir); err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	return Create(l, host.Cgroup(path.Join(string(self), fmt.Sprintf("%s-%016x", prefix, rand.Uint64()))), o)
+}
+
+// Child creates c's child called name, a single path element, with the
+// options o. On v2 it first enables memory (and io and cpu) in c's
+// cgroup.subtree_control, which the kernel allows only while c holds no
+// task: create children before starting anything in c.
+func (c *Cgroup) Child(name string, o Options) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n") {
+		return nil, fmt.Errorf("child cgroup name %q: want a single path element", name)
+	}
+	if c.layout.Memory.Version == layout.V2 {
+		if err := EnableControllers(c.Dir); err != nil {
+			return nil, fmt.Errorf("create cgroup %s/%s: %w", c.Path, name, err)
+		}
+	}
+	return Create(c.layout, host.Cgroup(path.Join(string(c.Path), name)), o)
+}
+
 // Create makes cg, which must lie beneath the calling process's own cgroup
 // in the memory hierarchy, with the options o. On v2 its parent must
 // enable memory for its children (EnableControllers). On an error the
 // returned Cgroup, when not nil, holds what was made: the caller removes
-// it.
+// it. New and Child are the ways to call it; a test that makes a cgroup
+// of its own shape (memory only, no mirrors) calls it itself.
 func Create(l layout.Layout, cg host.Cgroup, o Options) (*Cgroup, error) {
-	c := &Cgroup{Path: cg, Dir: l.Memory.Dir(cg)}
+	c := &Cgroup{Path: cg, Dir: l.Memory.Dir(cg), layout: l}
 	if c.Dir == "" {
 		return nil, fmt.Errorf("create cgroup %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/stats"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/sim/kernel"
 	"github.com/memcgd/memcgd/sim/workload"
@@ -175,7 +176,7 @@ func TestTheClosedLoopHoldsTheLimitAtTheDevicesSpeed(t *testing.T) {
 					t.Fatalf("the writer did not finish its 1 GiB in 30 s")
 				}
 				slices.Sort(samples)
-				p99 := samples[len(samples)*99/100]
+				p99 := stats.Percentile(samples, 99)
 				rate := float64(int64(1<<18)*kernel.PageSize) / w.Finished.Seconds()
 				t.Logf("p99 dirty+writeback %.2f MiB = %.2f × limit; writer %.0f MB/s = %.0f %% of the device; %d steps, %d freezes (%d by RunFor, %d HoldFor thaws), longest %v",
 					float64(p99)/(1<<20), float64(p99)/limit, rate/1e6, 100*rate/device, d.Stats().Steps, d.H.Freezes,

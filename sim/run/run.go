@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/memcgd/memcgd/internal/stats"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/sim/daemon"
 	"github.com/memcgd/memcgd/sim/kernel"
@@ -369,10 +370,6 @@ func agentConfig(sc *scenario.Scenario, v scenario.Variant, knobsFor func(map[st
 }
 
 func peakAndP99(xs []int64) (peak, p99 int64) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	s := append([]int64(nil), xs...)
-	slices.Sort(s)
-	return s[len(s)-1], s[(len(s)*99)/100]
+	s := slices.Sorted(slices.Values(xs))
+	return stats.Percentile(s, 100), stats.Percentile(s, 99)
 }

@@ -7,10 +7,10 @@
 package workload
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 
+	"github.com/memcgd/memcgd/internal/stats"
 	"github.com/memcgd/memcgd/sim/kernel"
 )
 
@@ -198,19 +198,11 @@ func (b *Build) Step(k *kernel.Kernel, t *kernel.Task) bool {
 // Latencies are a program's measured latencies, in the order taken.
 type Latencies []kernel.Time
 
-// Percentile is the p-th percentile by the nearest-rank method: the
-// smallest sample not below p percent of the samples (p 100 is the
-// maximum); 0 without samples.
+// Percentile is the p-th percentile by the nearest-rank method
+// (stats.Percentile): the smallest sample not below p percent of the
+// samples (p 100 is the maximum); 0 without samples.
 func (l Latencies) Percentile(p float64) kernel.Time {
-	if len(l) == 0 {
-		return 0
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	// The epsilon keeps a product that should be whole (0.999 × 1000)
-	// from rounding up past it in floating point.
-	rank := max(int(math.Ceil(p/100*float64(len(s))-1e-9))-1, 0)
-	return s[min(rank, len(s)-1)]
+	return stats.Percentile(slices.Sorted(slices.Values(l)), p)
 }
 
 // Sleeper sleeps Interval in a loop (nanosleep) until Until, and records

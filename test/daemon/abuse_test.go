@@ -135,9 +135,9 @@ func TestAbuse(t *testing.T) {
 	t.Cleanup(func() {
 		// A daemon that did not exit on SIGTERM is killed, so that the
 		// cleanups after this one do not wait on it.
-		if d.running() {
-			d.cmd.Process.Kill()
-			<-d.exited
+		if d.Running() {
+			_ = d.Signal(syscall.SIGKILL)
+			<-d.Exited()
 		}
 	})
 	trace := traceSyncs(t, d)
@@ -211,7 +211,7 @@ func TestAbuse(t *testing.T) {
 
 	// Figures first, then the verdicts.
 	t.Logf("load: %v; %d probes of `memcgd get` and /metrics, %d failed", elapsed.Round(time.Millisecond), probes.n, probes.failed)
-	t.Logf("opens of the device or FIFO (%v events): %d %s", watch.Mode(), len(opens), summarizeOpens(opens, d.pid()))
+	t.Logf("opens of the device or FIFO (%v events): %d %s", watch.Mode(), len(opens), summarizeOpens(opens, d.PID()))
 	t.Logf("%s", flushes.figure)
 	t.Logf("daemon counters over all its cgroups: writeout_targeted %d, writeout_flush %d (%d refused), throttle_pauses %d, pgoutrun %d, reclaimed_bytes %d",
 		counters["writeout_targeted"], counters["writeout_flush"], counters["writeout_flush_refused"], counters["throttle_pauses"],
@@ -233,7 +233,7 @@ func TestAbuse(t *testing.T) {
 	}
 	if len(opens) > 0 {
 		t.Errorf("a tenant made another process open its device or FIFO %d times: %s (the daemon is pid %d)",
-			len(opens), summarizeOpens(opens, d.pid()), d.pid())
+			len(opens), summarizeOpens(opens, d.PID()), d.PID())
 	}
 	// One more than the rate allows: a flush at each end of the count.
 	if limit := maxFlushRate*flushes.span.Seconds() + 1; float64(flushes.total) > limit {
@@ -271,7 +271,7 @@ func TestAbuse(t *testing.T) {
 	if still := u.changed(t); len(still) > 0 {
 		t.Errorf("after SIGTERM, still changed: %s", short(l, parent, still))
 	}
-	if p := journalPending(t, d.journal); len(p) > 0 {
+	if p := journalPending(t, d.Journal); len(p) > 0 {
 		t.Errorf("after SIGTERM, the journal has pending changes of %s", short(l, parent, p))
 	}
 }
@@ -689,7 +689,7 @@ func summarizeOpens(opens []openwatch.Open, daemon int) string {
 // those whose names are not UTF-8 escaped or counted.
 func (d *daemon) answers(cg host.Cgroup, want []host.Cgroup) []error {
 	var errs []error
-	out, err := d.run("get", "--socket", d.socket, "--json", string(cg))
+	out, err := d.run("get", "--socket", d.Socket, "--json", string(cg))
 	var s settings
 	if err == nil {
 		err = json.Unmarshal(out, &s)
@@ -699,7 +699,7 @@ func (d *daemon) answers(cg host.Cgroup, want []host.Cgroup) []error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout*slow())
 	defer cancel()
-	if err := scrape(ctx, "http://"+d.listen+"/metrics", want); err != nil {
+	if err := scrape(ctx, "http://"+d.Listen+"/metrics", want); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -826,7 +826,7 @@ func (d *daemon) run(args ...string) ([]byte, error) {
 	timeout := answerTimeout * slow()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.bin, args...)
+	cmd := exec.CommandContext(ctx, d.Bin, args...)
 	cmd.Dir = "/"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -840,7 +840,7 @@ func (d *daemon) run(args ...string) ([]byte, error) {
 // statReports runs `memcgd stat --json` against the daemon, of cg or,
 // with cg "", of every cgroup.
 func (d *daemon) statReports(cg host.Cgroup) ([]map[string]uint64, error) {
-	args := []string{"stat", "--socket", d.socket, "--json"}
+	args := []string{"stat", "--socket", d.Socket, "--json"}
 	if cg != "" {
 		args = append(args, string(cg))
 	}
@@ -899,9 +899,9 @@ func (d *daemon) countersAll(t *testing.T) map[string]uint64 {
 // headers and memcgd's own frames from that dump.
 func (d *daemon) goroutines() string {
 	from := len(d.logText())
-	d.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = d.Signal(syscall.SIGQUIT)
 	select {
-	case <-d.exited:
+	case <-d.Exited():
 	case <-time.After(5 * time.Second):
 		return "(no goroutine dump: memcgd ignored SIGQUIT)"
 	}
@@ -920,8 +920,8 @@ func (d *daemon) goroutines() string {
 func (d *daemon) waitBounded(timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	select {
-	case <-d.exited:
-		return time.Since(start), d.err
+	case <-d.Exited():
+		return time.Since(start), d.ExitErr()
 	case <-time.After(timeout):
 		return -1, nil
 	}
@@ -960,7 +960,7 @@ func (c flushCounters) started() uint64 { return c.asked - min(c.refused, c.aske
 // traceSyncs starts counting the flushes of the daemon d.
 func traceSyncs(t *testing.T, d *daemon) *syncTrace {
 	t.Helper()
-	pid := d.pid()
+	pid := d.PID()
 	tr := &syncTrace{began: time.Now()}
 	strace, err := exec.LookPath("strace")
 	if err != nil {

@@ -121,18 +121,18 @@ func TestDaemonReclaimThatFindsNothing(t *testing.T) {
 	start := time.Now()
 	d.signal(unix.SIGTERM)
 	select {
-	case <-d.exited:
+	case <-d.Exited():
 	case <-time.After(stopped * slow()):
 		t.Fatalf("memcgd has not exited %v after SIGTERM, with reclaim finding nothing in %s", stopped*slow(), c.Path)
 	}
 	t.Logf("memcgd exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
-	if d.err != nil {
-		t.Errorf("memcgd after SIGTERM: %v, want exit status 0", d.err)
+	if d.ExitErr() != nil {
+		t.Errorf("memcgd after SIGTERM: %v, want exit status 0", d.ExitErr())
 	}
 	if ch := before.changed(t); len(ch) > 0 {
 		t.Errorf("left changed after SIGTERM: %v", ch)
 	}
-	if p := journalPending(t, d.journal); len(p) > 0 {
+	if p := journalPending(t, d.Journal); len(p) > 0 {
 		t.Errorf("journal entries still pending after SIGTERM: %v", p)
 	}
 
@@ -158,7 +158,7 @@ func TestDaemonReclaimThatFindsNothing(t *testing.T) {
 	}
 	squeezes := 0
 	if l.Memory.Version == layout.V1 {
-		squeezes = journalRecords(t, d.journal, filepath.Join(c.Dir, "memory.limit_in_bytes"))
+		squeezes = journalRecords(t, d.Journal, filepath.Join(c.Dir, "memory.limit_in_bytes"))
 	}
 	t.Logf("in %v: %d reclaim attempts that found nothing and %d that found some logged, %d limit squeezes journalled "+
 		"(at most %d failures allowed; %d steps of %v)", window, failed, ok, squeezes, most, window/agent.DefaultActiveInterval,

@@ -219,7 +219,7 @@ func TestDaemonCrashSafety(t *testing.T) {
 		time.Sleep(wait)
 		d.kill()
 		// The journal and the cgroups as the crash left them.
-		pending := journalPending(t, d.journal)
+		pending := journalPending(t, d.Journal)
 		changed := u.changed(t)
 		if len(pending) > 0 {
 			pendingAtKill++
@@ -237,7 +237,7 @@ func TestDaemonCrashSafety(t *testing.T) {
 		if still := u.changed(t); len(still) > 0 {
 			t.Errorf("kill %d (%v after start): after the restart, still changed: %s", i+1, wait, short(l, parent, still))
 		}
-		if p := journalPending(t, d.journal); len(p) > 0 {
+		if p := journalPending(t, d.Journal); len(p) > 0 {
 			t.Errorf("kill %d: after the restart, the journal still has pending changes of %s", i+1, short(l, parent, p))
 		}
 		undone += strings.Count(d.logText()[logBefore:], "undid a change left by a previous run")
@@ -281,7 +281,7 @@ func TestDaemonUndoesOnSIGTERM(t *testing.T) {
 		if still := u.changed(t); len(still) > 0 {
 			t.Errorf("SIGTERM %d (%v after start): after exit, still changed: %s", i+1, wait, short(l, parent, still))
 		}
-		if p := journalPending(t, d.journal); len(p) > 0 {
+		if p := journalPending(t, d.Journal); len(p) > 0 {
 			t.Errorf("SIGTERM %d: after exit, the journal has pending changes of %s", i+1, short(l, parent, p))
 		}
 	}

@@ -89,7 +89,7 @@ func TestDaemonInPodCgroupNamespace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDaemon(t, managedConfig(parent.Path, "dirty_background_bytes: 8M, dirty_bytes: 16M, min_free_kbytes: 0"))
-			d.wrap, d.attr = podCommand(tt.node, tt.pod, tt.onNode)
+			d.Wrap, d.SysProcAttr = podCommand(tt.node, tt.pod, tt.onNode)
 			if tt.refused != nil {
 				d.launch()
 				err := d.wait(readyTimeout * slow())
@@ -144,7 +144,7 @@ func TestDaemonInPodCgroupNamespace(t *testing.T) {
 			}
 
 			// memcgd stat in a pod like the daemon's, naming a host path.
-			argv, attr := podCommand(tt.node, tt.pod, tt.onNode, d.bin, "stat", "--socket", d.socket, "--json", string(app.Path))
+			argv, attr := podCommand(tt.node, tt.pod, tt.onNode, d.Bin, "stat", "--socket", d.Socket, "--json", string(app.Path))
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.SysProcAttr = attr
 			var out, errOut bytes.Buffer
@@ -166,7 +166,7 @@ func TestDaemonInPodCgroupNamespace(t *testing.T) {
 // managedNames lists the cgroups the daemon reports on, sorted.
 func managedNames(t *testing.T, d *daemon) []host.Cgroup {
 	t.Helper()
-	c, err := control.Dial(d.socket)
+	c, err := control.Dial(d.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}

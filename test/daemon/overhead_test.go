@@ -115,7 +115,7 @@ func TestOverhead(t *testing.T) {
 		start = time.Now()
 		d.start()
 		r.ready = time.Since(start)
-		pid := d.pid()
+		pid := d.PID()
 		// Settled: every cgroup stepped once, which arms its watch (one
 		// eventfd on v1, two or three files on v2), and no CPU time spent
 		// for a second. Asking the daemon would be no good: a stat of

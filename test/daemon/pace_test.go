@@ -16,6 +16,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // The paced throttle as a tenant sees it: the daemon paces only the
@@ -144,8 +145,8 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 		slices.Sort(late)
 		return late
 	}
-	pct := func(xs []int64, p int) time.Duration {
-		return time.Duration(xs[min(len(xs)*p/100, len(xs)-1)]) * time.Microsecond
+	pct := func(sorted []int64, p float64) time.Duration {
+		return time.Duration(stats.Percentile(sorted, p)) * time.Microsecond
 	}
 	base := lateness(stock)
 	paced := lateness(w)

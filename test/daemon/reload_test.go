@@ -100,8 +100,8 @@ func testReload(t *testing.T, flags []string, reload func(d *daemon, cfg string)
 			t.Errorf("%s: memcgd stat: dirty_background_thresh %d, want %d within %v (memcgd get: %d)",
 				tt.name, got, want, within, d.get(c.Path).Bytes["dirty_background_thresh"])
 		}
-		if !d.running() {
-			t.Fatalf("%s: memcgd exited: %v", tt.name, d.err)
+		if !d.Running() {
+			t.Fatalf("%s: memcgd exited: %v", tt.name, d.ExitErr())
 		}
 	}
 }
@@ -142,8 +142,8 @@ func TestDaemonRefusesReloadOfManagedSubtree(t *testing.T) {
 	if _, err := d.tryStat(asked.Path); err == nil {
 		t.Errorf("%s, the refused subtree, is managed", asked.Path)
 	}
-	if !d.running() {
-		t.Fatalf("memcgd exited: %v", d.err)
+	if !d.Running() {
+		t.Fatalf("memcgd exited: %v", d.ExitErr())
 	}
 	d.stop()
 }
@@ -165,7 +165,7 @@ func TestDaemonSurvivesSIGHUPWhileStarting(t *testing.T) {
 	}
 	in := os.NewFile(uintptr(fd), "inotify")
 	defer in.Close()
-	if _, err := unix.InotifyAddWatch(fd, d.config, unix.IN_OPEN); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, d.Config, unix.IN_OPEN); err != nil {
 		t.Fatal(err)
 	}
 	d.launch()
@@ -174,18 +174,18 @@ func TestDaemonSurvivesSIGHUPWhileStarting(t *testing.T) {
 	}
 	buf := make([]byte, 4096)
 	if _, err := in.Read(buf); err != nil {
-		t.Fatalf("no open of %s by the daemon: %v", d.config, err)
+		t.Fatalf("no open of %s by the daemon: %v", d.Config, err)
 	}
 	d.signal(syscall.SIGHUP)
 	if _, ok := poll(within, 5*time.Millisecond, func() bool {
-		c, err := control.Dial(d.socket)
+		c, err := control.Dial(d.Socket)
 		if err == nil {
 			c.Close()
 		}
-		return err == nil || !d.running()
-	}); !ok || !d.running() {
-		<-d.exited
-		t.Fatalf("memcgd, sent SIGHUP as it opened its config, did not start: %v", d.err)
+		return err == nil || !d.Running()
+	}); !ok || !d.Running() {
+		<-d.Exited()
+		t.Fatalf("memcgd, sent SIGHUP as it opened its config, did not start: %v", d.ExitErr())
 	}
 	if _, ok := d.waitLog(0, within, "config reloaded"); !ok {
 		t.Errorf("memcgd, sent SIGHUP as it started, logged no \"config reloaded\" within %v", within)

@@ -41,7 +41,7 @@ func TestDaemonNeverFreezesItself(t *testing.T) {
 	// (about 40 MB/s of dirtying) and the sibling was at times never
 	// throttled in 40 s (a CI run), so the test showed nothing.
 	d := newDaemon(t, managedConfig(parent.Path, "dirty_bytes: 1M, dirty_background_bytes: 512K, min_free_kbytes: 0"))
-	d.join = joinDirs(l, home)
+	d.Join = joinDirs(l, home)
 	from := len(d.logText())
 	d.start()
 

@@ -39,7 +39,7 @@ func TestDaemonSetGet(t *testing.T) {
 			t.Errorf("%s: memcgd get: dirty_background_bytes %v, want the config's 8388608", when, s.Knobs["dirty_background_bytes"])
 		}
 	}
-	out, errOut, err := d.client(nil, "set", "--socket", d.socket, string(c.Path), "dirty_bytes=32M")
+	out, errOut, err := d.client(nil, "set", "--socket", d.Socket, string(c.Path), "dirty_bytes=32M")
 	if err != nil {
 		t.Fatalf("memcgd set %s dirty_bytes=32M: %v: %s", c.Path, err, errOut)
 	}
@@ -47,7 +47,7 @@ func TestDaemonSetGet(t *testing.T) {
 		t.Errorf("memcgd set printed %q, want a line \"dirty_bytes 33554432 (override)\"", out)
 	}
 	check("after set")
-	if text, _, _ := d.client(nil, "get", "--socket", d.socket, c.Dir); !strings.Contains(text, "dirty_bytes 33554432 (override)") {
+	if text, _, _ := d.client(nil, "get", "--socket", d.Socket, c.Dir); !strings.Contains(text, "dirty_bytes 33554432 (override)") {
 		t.Errorf("memcgd get %s (the cgroupfs directory) printed %q, want a line \"dirty_bytes 33554432 (override)\"", c.Dir, text)
 	}
 
@@ -57,8 +57,8 @@ func TestDaemonSetGet(t *testing.T) {
 
 	// Not root: refused by the socket's mode (0600 in a 0700 directory).
 	for _, args := range [][]string{
-		{"get", "--socket", d.socket, string(c.Path)},
-		{"set", "--socket", d.socket, string(c.Path), "dirty_bytes=1G"},
+		{"get", "--socket", d.Socket, string(c.Path)},
+		{"set", "--socket", d.Socket, string(c.Path), "dirty_bytes=1G"},
 	} {
 		out, errOut, err := d.client(nobody, args...)
 		if err == nil || !strings.Contains(errOut, "permission denied") {
@@ -68,17 +68,17 @@ func TestDaemonSetGet(t *testing.T) {
 	}
 	// Not root, with the socket's mode opened up: refused by the daemon,
 	// which checks the peer's uid (SO_PEERCRED).
-	if err := os.Chmod(d.socket, 0o666); err != nil {
+	if err := os.Chmod(d.Socket, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	for dir := filepath.Dir(d.socket); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+	for dir := filepath.Dir(d.Socket); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
 		if err := os.Chmod(dir, 0o711); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, args := range [][]string{
-		{"get", "--socket", d.socket, string(c.Path)},
-		{"set", "--socket", d.socket, string(c.Path), "dirty_bytes=1G"},
+		{"get", "--socket", d.Socket, string(c.Path)},
+		{"set", "--socket", d.Socket, string(c.Path), "dirty_bytes=1G"},
 	} {
 		out, errOut, err := d.client(nobody, args...)
 		if err == nil || !strings.Contains(errOut, "uid 65534") || !strings.Contains(errOut, "root only") {

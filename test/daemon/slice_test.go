@@ -40,7 +40,7 @@ func TestDaemonThreadsRunAtTheSchedSlice(t *testing.T) {
 		t.Errorf("the daemon did not log its slice; log:\n%s", tail(d.logText(), 20))
 	}
 	time.Sleep(200 * time.Millisecond) // its threads made in its first steps
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", d.pid()))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", d.PID()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestDaemonRefusesMissingManagedSubtree(t *testing.T) {
 			t.Fatalf("no line naming manage.under in the log:\n%s", tail(d.logText(), 30))
 		}
 		t.Log(line)
-		for _, w := range append([]string{d.config}, refusal...) {
+		for _, w := range append([]string{d.Config}, refusal...) {
 			if !strings.Contains(line, w) {
 				t.Errorf("the refusal does not say %q", w)
 			}
@@ -72,8 +72,8 @@ func TestDaemonRefusesMissingManagedSubtree(t *testing.T) {
 		if n, err := d.managedCount(); err != nil || n != 2 {
 			t.Errorf("after the refused reload the daemon reports %d cgroups (%v), want the 2 it had", n, err)
 		}
-		if !d.running() {
-			t.Fatalf("memcgd exited: %v", d.err)
+		if !d.Running() {
+			t.Fatalf("memcgd exited: %v", d.ExitErr())
 		}
 		d.stop()
 	})

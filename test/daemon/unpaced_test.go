@@ -16,6 +16,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // An unpaced writer (1 GiB in 1 MiB writes, as cp or a bulk load writes;
@@ -24,10 +25,11 @@ import (
 // with the eBPF tracker (a wake-up within a millisecond of the dirtying)
 // and on the fallback path (the daemon polls a dirtying cgroup at an
 // adaptive interval). What must hold on any machine: the writer is
-// throttled, its p50 stays at or below dirty_bytes, and it is never left
-// frozen. The p99 targets (1.25 x dirty_bytes with the tracker, 1.5 x
-// without) are performance figures of an idle machine, measured and
-// tabled by experiments/e2 (docs/results.md); here the p99 is logged.
+// throttled, its p50 stays at or below dirty_bytes, its p99 below
+// p99Bound x dirty_bytes, and it is never left frozen. The p99 targets
+// (1.25 x dirty_bytes with the tracker, 1.5 x without) are performance
+// figures of an idle machine, measured and tabled by experiments/e2
+// (docs/results.md); here they only say when a throttle is owed.
 // The same writer in a sibling cgroup the daemon does not manage, run
 // interleaved with it, is the stock figure the throughput is compared
 // with.
@@ -46,6 +48,13 @@ const (
 	trackerOn  = "on"
 	trackerOff = "off"
 )
+
+// p99Bound is the p99 of dirty+writeback, in multiples of dirty_bytes, that
+// the throttle must hold on a loaded 2-core machine and in the VM: well
+// above the targets, which a daemon left unscheduled for tens of
+// milliseconds misses, and well below where a writer the daemon does not
+// throttle goes on v1, its cgroup's limit (6.25 x dirty_bytes here).
+const p99Bound = 4.0
 
 func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	l := cgrouptest.Layout(t)
@@ -141,13 +150,14 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	var all []uint64
 	var ratios []float64
 	for r := range rounds {
-		_, _, stockRate, _ := write(stock, fmt.Sprintf("stock-%d", r))
+		stockSamples, _, stockRate, _ := write(stock, fmt.Sprintf("stock-%d", r))
 		samples, at, rate, start := write(w, fmt.Sprintf("managed-%d", r))
 		all = append(all, samples...)
 		ratios = append(ratios, rate/stockRate)
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
-		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples)",
-			r, stockRate, rate, 100*rate/stockRate, float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, len(samples))
+		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples; stock's p99 %.2f x)",
+			r, stockRate, rate, 100*rate/stockRate, float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, len(samples),
+			float64(percentile(stockSamples, 99))/dirtyBytes)
 		// The sampler, a process outside the cgroup, ticks every 2 ms:
 		// its longest gap is the longest the host left it unscheduled,
 		// through which the daemon may well have been unscheduled too.
@@ -175,7 +185,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	}
 	p50, p99 := percentile(all, 50), percentile(all, 99)
 	slices.Sort(ratios)
-	median := (ratios[(len(ratios)-1)/2] + ratios[len(ratios)/2]) / 2
+	median := stats.Median(ratios)
 	t.Logf("all rounds: dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d MiB); throughput vs stock, median of %d rounds: %.0f %% (lowest %.0f %%)",
 		float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, dirtyBytes/mib, rounds, 100*median, 100*ratios[0])
 	t.Logf("host calls of 5 ms or more (the daemon's debug log), per call: %s", slowCalls(d.logText()))
@@ -204,7 +214,9 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	if float64(p50) > dirtyBytes {
 		t.Errorf("p50 of dirty+writeback %.1f MiB, over dirty_bytes (%d MiB)", float64(p50)/mib, dirtyBytes/mib)
 	}
-	t.Logf("p99 %.2f x dirty_bytes (the target, %.2f, is experiments/e2's)", float64(p99)/dirtyBytes, bound)
+	if float64(p99) > p99Bound*dirtyBytes {
+		t.Errorf("p99 of dirty+writeback %.2f x dirty_bytes, over %.0f x: the throttle did not hold the level", float64(p99)/dirtyBytes, p99Bound)
+	}
 	d.stop()
 	if f := frozen(t, l, w); len(f) > 0 {
 		t.Errorf("%s frozen after the daemon stopped: %v", w.Path, f)
@@ -221,7 +233,7 @@ func reniceDaemon(t *testing.T, d *daemon, v string) {
 	if err != nil || n < -20 || n > 19 {
 		t.Fatalf("MEMCGD_DAEMON_NICE=%q: want an integer from -20 to 19", v)
 	}
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatalf("renice memcgd: %v", err)
@@ -282,7 +294,7 @@ func wakeLags(log, key string) string {
 		return "none"
 	}
 	slices.Sort(lags)
-	at := func(p int) time.Duration { return lags[(len(lags)-1)*p/100] }
+	at := func(p float64) time.Duration { return stats.Percentile(lags, p) }
 	over := 0
 	for _, d := range lags {
 		if d > 2*time.Millisecond {
@@ -335,15 +347,9 @@ func slowCalls(log string) string {
 	return strings.TrimSuffix(b.String(), "; ")
 }
 
-// percentile is the p-th percentile of xs (nearest rank).
-func percentile(xs []uint64, p int) uint64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
+// percentile is the p-th percentile of xs, in any order (nearest rank).
+func percentile(xs []uint64, p float64) uint64 {
+	return stats.Percentile(slices.Sorted(slices.Values(xs)), p)
 }
 
 // waitThawed waits up to timeout for c to be thawed, and returns what

@@ -61,8 +61,8 @@ func TestDaemonSurvivesVanishedCgroup(t *testing.T) {
 		} else {
 			t.Log(line)
 		}
-		if !d.running() {
-			t.Fatalf("memcgd exited after %s was removed: %v", c.Path, d.err)
+		if !d.Running() {
+			t.Fatalf("memcgd exited after %s was removed: %v", c.Path, d.ExitErr())
 		}
 	}
 	count(2) // the parent and the child that stays

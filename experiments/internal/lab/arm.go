@@ -117,7 +117,7 @@ func (b *Bench) StartArm(ctx context.Context, arm Arm, config string, c *Cgroup)
 	if err := d.Await(ctx, c.Path); err != nil {
 		return nil, err
 	}
-	d.startup = time.Since(d.started)
+	d.startup = time.Since(d.Started())
 	return d, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -29,8 +28,10 @@ type Cgroup struct {
 	// has none.
 	Unified string
 	// Freezer is its mirror's directory in the v1 freezer hierarchy, ""
-	// when it has none.
-	Freezer string
+	// when it has none; CPU its mirror in the v1 cpu hierarchy, where a
+	// pace group of its tasks is made, "" when it has none (and on v2,
+	// where Dir has the cpu controller itself).
+	Freezer, CPU string
 
 	// limitFile is memory.limit_in_bytes (v1) or memory.max (v2), and
 	// limit what it read after creation: what CheckUntouched expects to
@@ -53,57 +54,40 @@ type CgroupOptions struct {
 	Mirror bool
 }
 
-// newCgroup creates cg in the memory hierarchy and, with o.Mirror, its
-// mirrors. On v2 it first enables the memory and io controllers in the
-// parent's cgroup.subtree_control, which the kernel allows as long as the
-// parent holds no task (or is the root). On error the returned Cgroup, if
+// options are o as internal/sandbox takes them.
+func (o CgroupOptions) options() sandbox.Options {
+	return sandbox.Options{Limit: o.Limit, Mirror: o.Mirror}
+}
+
+// newCgroup is the lab's view of the cgroup that sandbox made (New,
+// Child; on v2 they enable the memory and io controllers in the parent's
+// cgroup.subtree_control first) or, with err, began to make, and records
+// the limit it reads after creation. On error the returned Cgroup, if
 // any, holds what was made, for removal.
-func newCgroup(l layout.Layout, cg host.Cgroup, o CgroupOptions) (*Cgroup, error) {
-	if l.Memory.Version == layout.V2 {
-		parent := l.Memory.Dir(host.Cgroup(path.Dir(string(cg))))
-		if err := sandbox.EnableControllers(parent); err != nil {
-			return nil, fmt.Errorf("cgroup %s: %w", cg, err)
-		}
-	}
-	sb, err := sandbox.Create(l, cg, sandbox.Options{Limit: o.Limit, Mirror: o.Mirror})
+func newCgroup(l layout.Layout, sb *sandbox.Cgroup, err error) (*Cgroup, error) {
 	if sb == nil {
 		return nil, err
 	}
-	c := &Cgroup{Path: sb.Path, Dir: sb.Dir, Unified: sb.Unified, Freezer: sb.Freezer, sb: sb,
+	c := &Cgroup{Path: sb.Path, Dir: sb.Dir, Unified: sb.Unified, Freezer: sb.Freezer, CPU: sb.CPU, sb: sb,
 		limitFile: sandbox.LimitFile(l.Memory.Version), v2: l.Memory.Version == layout.V2}
 	if err != nil {
 		return c, err
 	}
-	lp := filepath.Join(c.Dir, c.limitFile)
-	b, err := os.ReadFile(lp)
+	b, err := os.ReadFile(filepath.Join(c.Dir, c.limitFile))
 	if err != nil {
-		return c, fmt.Errorf("cgroup %s: %w", cg, err)
+		return c, fmt.Errorf("cgroup %s: %w", c.Path, err)
 	}
 	c.limit = strings.TrimSpace(string(b))
 	return c, nil
 }
 
-// child returns the path of c's child called name, which must be a single
-// path element.
-func (c *Cgroup) child(name string) (host.Cgroup, error) {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n") {
-		return "", fmt.Errorf("child cgroup name %q: want a single path element", name)
-	}
-	return host.Cgroup(path.Join(string(c.Path), name)), nil
-}
-
-// joinScript moves the shell into each directory's cgroup.procs given
-// before "--" and executes the rest of its arguments: the command runs as
-// the same process, so its rusage is the command's.
-const joinScript = `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; done; shift; exec "$@"`
-
 // Command returns a command that runs name with args inside c (and its
-// mirrors), killed when ctx is done. Its stdout and stderr are the
-// caller's to set.
+// mirrors), killed when ctx is done. It runs as the process that joined
+// (sandbox.JoinArgv), so its rusage is the command's. Its stdout and
+// stderr are the caller's to set.
 func (c *Cgroup) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	sh := append([]string{"-c", joinScript, "sh"}, c.sb.Procs()...)
-	sh = append(append(sh, "--", name), args...)
-	cmd := exec.CommandContext(ctx, "sh", sh...)
+	argv := sandbox.JoinArgv(c.sb.Procs(), 0, append([]string{name}, args...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.WaitDelay = settle
 	return cmd
 }

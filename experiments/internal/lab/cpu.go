@@ -118,7 +118,7 @@ func (d *Daemon) BusyEnd() {
 }
 
 func (d *Daemon) mark() busyMark {
-	s, err := processSchedStat(d.cmd.Process.Pid)
+	s, err := processSchedStat(d.PID())
 	return busyMark{sched: s, at: time.Now(), ok: err == nil}
 }
 

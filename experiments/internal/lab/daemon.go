@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +12,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/daemonproc"
 )
 
-// stopTimeout bounds how long a daemon may take to exit after SIGTERM.
-const stopTimeout = 20 * time.Second
+// stopTimeout bounds how long a daemon may take to exit after SIGTERM,
+// and readyTimeout how long it may take to be ready and to observe a
+// cgroup.
+const (
+	stopTimeout  = 20 * time.Second
+	readyTimeout = 30 * time.Second
+)
 
 // DaemonOptions say how to run `memcgd run`.
 type DaemonOptions struct {
@@ -48,113 +51,73 @@ const DeployNice = -10
 // DeployNice's autogroup stands for.
 const DeployCPUWeight = 1000
 
-// Daemon is a memcgd run as a subprocess, with its journal, overrides and
-// control socket in a directory of its own and its metrics on a free
-// loopback port.
+// Daemon is a memcgd run as a subprocess (internal/daemonproc), with its
+// journal, overrides and control socket in a directory of its own and its
+// metrics on a free loopback port. Socket, Listen and Log are its control
+// socket, metrics address and log; Stat its report on a cgroup.
 type Daemon struct {
-	// Socket is its control socket; Listen its metrics address.
-	Socket, Listen string
-	// Log is the file its stderr goes to.
-	Log string
+	*daemonproc.Daemon
 
-	cmd     *exec.Cmd
-	started time.Time
 	startup time.Duration // set by StartArm
 	// busyFrom and busyTo bracket the workload (BusyStart, BusyEnd).
 	busyFrom, busyTo busyMark
-	exited           chan struct{}
-	err              error // Wait's, once exited is closed
-	usage            Usage // once exited is closed
 }
 
-// StartDaemon starts memcgd and returns once its control socket answers
-// and its metrics endpoint serves. The lab stops it at Close if the
-// caller has not.
+// StartDaemon starts memcgd and returns once it is ready: its control
+// socket answers and its /readyz says its first scan is done. The lab
+// stops it at Close if the caller has not.
 func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error) {
 	dir, err := os.MkdirTemp(l.tmp, "memcgd-")
 	if err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(o.Config), 0o600); err != nil {
-		return nil, fmt.Errorf("start memcgd: %w", err)
-	}
-	listen, err := freeLoopbackPort()
+	p, err := daemonproc.New(o.Bin, dir, o.Config)
 	if err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
-	d := &Daemon{
-		Socket: filepath.Join(dir, "control.sock"),
-		Listen: listen,
-		Log:    filepath.Join(dir, "memcgd.log"),
-		exited: make(chan struct{}),
-	}
-	logf, err := os.Create(d.Log)
-	if err != nil {
-		return nil, fmt.Errorf("start memcgd: %w", err)
-	}
-	defer logf.Close()
-	args := append([]string{"run", "--config", cfg,
-		"--journal", filepath.Join(dir, "journal"),
-		"--overrides", filepath.Join(dir, "overrides.json"),
-		"--socket", d.Socket,
-		"--listen", d.Listen,
-	}, o.Args...)
-	d.cmd = niceCommand(o.Nice, o.Bin, args)
+	p.Args, p.Wrap = o.Args, niceWrap(o.Nice)
 	// A session of its own, as systemd gives every service: with
 	// autogroups (kernel/sched/autogroup.c) a session is a task group, and
 	// a daemon in the experiment's own would take its CPU share from the
-	// writer's group. At nice -10 there it left the writer on a contended
-	// host 10 % of a CPU: writer CPU wait 2.6-6.1 s against 0.7 s in the
-	// stock arm, throughput 0.20-0.49 × stock (E1 unpaced beside two busy
-	// test processes, 1 Dec 2026, docs/lab/2026-11-30-results.md).
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
+	// writer's group (docs/lab/2026-11-30-results.md).
+	p.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := p.Launch(); err != nil {
 		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
-	if err := setAutogroupNice(d.cmd.Process.Pid, o.Nice); err != nil {
-		_ = d.cmd.Process.Kill()
-		return nil, fmt.Errorf("start memcgd: %w", err)
-	}
-	d.started = time.Now()
-	go func() {
-		d.err = d.cmd.Wait()
-		d.usage = usageOf(d.cmd.ProcessState, time.Since(d.started))
-		close(d.exited)
-	}()
+	d := &Daemon{Daemon: p}
 	l.OnClose(func() error {
-		select {
-		case <-d.exited:
+		if !d.Running() {
 			return nil
-		default:
-			return d.Stop()
 		}
+		return d.Stop()
 	})
-	if err := d.await(ctx); err != nil {
-		return nil, err
+	if err := setAutogroupNice(d.PID(), o.Nice); err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := d.Daemon.Await(ctx); err != nil {
+		return nil, fmt.Errorf("start memcgd: %w", err)
 	}
 	return d, nil
 }
 
-// niceCommand returns the command that runs bin with args at nice value
-// n, set before bin starts so that every thread of the Go runtime has it:
-// through nice(1) where it is installed, else (the test VM's busybox has
-// no nice applet) through sh and renice(1), which set the shell's own
-// value and exec bin. nice(1) adds n to the caller's value and renice sets
-// it: the same for a caller at 0, as the experiments run. n 0 runs bin as
-// the caller.
-func niceCommand(n int, bin string, args []string) *exec.Cmd {
+// niceWrap returns the command that runs the daemon at nice value n, set
+// before it starts so that every thread of the Go runtime has it: nice(1)
+// where it is installed, else (the test VM's busybox has no nice applet)
+// sh and renice(1), which set the shell's own value and exec the daemon.
+// nice(1) adds n to the caller's value and renice sets it: the same for a
+// caller at 0, as the experiments run. n 0 runs the daemon as the caller.
+func niceWrap(n int) []string {
 	if n == 0 {
-		return exec.Command(bin, args...)
+		return nil
 	}
 	if _, err := exec.LookPath("nice"); err == nil {
-		return exec.Command("nice", append([]string{"-n", strconv.Itoa(n), bin}, args...)...)
+		return []string{"nice", "-n", strconv.Itoa(n)}
 	}
 	// renice's priority without -n is the absolute value in both
 	// util-linux and busybox; -n is an increment in busybox.
-	script := `renice "$0" -p $$ >/dev/null && exec "$@"`
-	return exec.Command("sh", append([]string{"-c", script, strconv.Itoa(n), bin}, args...)...)
+	return []string{"sh", "-c", `renice "$0" -p $$ >/dev/null && exec "$@"`, strconv.Itoa(n)}
 }
 
 // setAutogroupNice sets the nice value of the autogroup pid leads
@@ -175,108 +138,21 @@ func setAutogroupNice(pid, n int) error {
 	return nil
 }
 
-// freeLoopbackPort returns a loopback address whose port was free a
-// moment ago.
-func freeLoopbackPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// await waits until the daemon answers on its socket and its metrics
-// endpoint, or exits.
-func (d *Daemon) await(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := d.ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-d.exited:
-			return fmt.Errorf("memcgd exited at start: %v\n%s", d.err, d.tail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("memcgd not ready after 30 s: %w\n%s", err, d.tail())
-		}
-	}
-}
-
-func (d *Daemon) ready(ctx context.Context) error {
-	c, err := control.Dial(d.Socket)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if _, err := c.Stat(ctx, ""); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.Listen+"/metrics", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return nil
-}
-
-// Stat returns the daemon's `memcgd stat` fields for cg that it knows,
-// by name: the seeds' counters (kswapd_steal, pgoutrun, ...) and its own
-// (writeout_targeted, writeout_flush, throttle_pauses, ...).
-func (d *Daemon) Stat(ctx context.Context, cg host.Cgroup) (map[string]uint64, error) {
-	c, err := control.Dial(d.Socket)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	reports, err := c.Stat(ctx, cg)
-	if err != nil {
-		return nil, fmt.Errorf("memcgd stat %s: %w", cg, err)
-	}
-	out := map[string]uint64{}
-	for _, r := range reports {
-		if r.Cgroup != cg {
-			continue
-		}
-		for _, f := range r.Fields {
-			if f.Known {
-				out[f.Name] = f.Value
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("memcgd stat %s: no report for the cgroup", cg)
-	}
-	return out, nil
-}
-
 // Await waits until the daemon manages cg (has stepped it at least once),
 // so that a run does not start before the daemon looks at its cgroup.
 func (d *Daemon) Await(ctx context.Context, cg host.Cgroup) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		f, err := d.Stat(ctx, cg)
 		if err == nil && f["limit"] != 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("memcgd has not observed %s after 30 s: %v", cg, err)
+			return fmt.Errorf("memcgd has not observed %s after %v: %v", cg, readyTimeout, err)
 		}
 		select {
-		case <-d.exited:
-			return fmt.Errorf("memcgd exited: %v\n%s", d.err, d.tail())
+		case <-d.Exited():
+			return fmt.Errorf("memcgd exited: %v\n%s", d.ExitErr(), d.Tail(20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -287,44 +163,15 @@ func (d *Daemon) Await(ctx context.Context, cg host.Cgroup) error {
 // Stop sends SIGTERM and waits for the daemon to exit. Anything but a
 // clean exit with status 0 within stopTimeout is an error (after which it
 // is killed).
-func (d *Daemon) Stop() error {
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop memcgd: %w", err)
-	}
-	select {
-	case <-d.exited:
-	case <-time.After(stopTimeout):
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-		return fmt.Errorf("stop memcgd: still running %v after SIGTERM; killed\n%s", stopTimeout, d.tail())
-	}
-	if d.err != nil {
-		return fmt.Errorf("stop memcgd: %w\n%s", d.err, d.tail())
-	}
-	return nil
-}
+func (d *Daemon) Stop() error { return d.Daemon.Stop(stopTimeout) }
 
 // Usage is the daemon's CPU time and lifetime; zero until it exited.
 func (d *Daemon) Usage() Usage {
-	select {
-	case <-d.exited:
-		return d.usage
-	default:
+	ps, life := d.ProcessState()
+	if ps == nil {
 		return Usage{}
 	}
-}
-
-// tail returns the end of the daemon's log, for error messages.
-func (d *Daemon) tail() string {
-	b, err := os.ReadFile(d.Log)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "memcgd log (" + d.Log + "):\n" + strings.Join(lines, "\n")
+	return usageOf(ps, life)
 }
 
 // CheckUntouched verifies that the cgroups are as the lab left them after

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/layout"
-	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // procRoot is where the lab reads its own cgroups.
@@ -84,14 +83,9 @@ func New(o Options) (_ *Lab, err error) {
 	}
 	l.dirs = append(l.dirs, l.Dir)
 
-	self, err := layout.Self(procRoot, lay)
-	if err != nil {
+	sb, err := sandbox.New(lay, "memcgd-exp", sandbox.Options{Mirror: true})
+	if l.Root, err = l.add(sb, err); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
-	}
-	name := fmt.Sprintf("memcgd-exp-%016x", rand.Uint64())
-	l.Root, err = l.add(host.Cgroup(filepath.Join(string(self), name)), CgroupOptions{Mirror: true})
-	if err != nil {
-		return nil, err
 	}
 	return l, nil
 }
@@ -114,15 +108,12 @@ func (l *Lab) Cgroup(parent *Cgroup, name string, o CgroupOptions) (*Cgroup, err
 	if parent == nil {
 		parent = l.Root
 	}
-	cg, err := parent.child(name)
-	if err != nil {
-		return nil, err
-	}
-	return l.add(cg, o)
+	return l.add(parent.sb.Child(name, o.options()))
 }
 
-func (l *Lab) add(cg host.Cgroup, o CgroupOptions) (*Cgroup, error) {
-	c, err := newCgroup(l.Layout, cg, o)
+// add keeps what sandbox made, or failed to make, for removal at Close.
+func (l *Lab) add(sb *sandbox.Cgroup, err error) (*Cgroup, error) {
+	c, err := newCgroup(l.Layout, sb, err)
 	if c != nil {
 		l.cgroups = append(l.cgroups, c)
 	}

@@ -5,21 +5,19 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
-// Median is the median of v, ignoring NaNs (the mean of the two middle
-// values for an even count); NaN when nothing is left.
+// Median is the median of v, ignoring NaNs (stats.Median: the mean of
+// the two middle values for an even count); NaN when nothing is left.
 func Median(v []float64) float64 {
 	s := slices.DeleteFunc(slices.Clone(v), math.IsNaN)
 	if len(s) == 0 {
 		return math.NaN()
 	}
 	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return stats.Median(s)
 }
 
 // Medians gathers the rows of a Compare over repetitions and prints, for

@@ -47,8 +47,8 @@ func TestDeployNiceIsTheUnits(t *testing.T) {
 	}
 }
 
-// TestNiceCommand runs cat(1) on its own /proc/PID/stat through
-// niceCommand, with nice(1) on PATH and, as in the test VM, with only sh
+// TestNiceCommand runs cat(1) on its own /proc/PID/stat under
+// niceWrap, with nice(1) on PATH and, as in the test VM, with only sh
 // and renice(1) there, and checks the nice value it ran at.
 func TestNiceCommand(t *testing.T) {
 	cat, err := exec.LookPath("cat")
@@ -80,9 +80,10 @@ func TestNiceCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("PATH", tt.path)
-			out, err := niceCommand(want, cat, []string{"/proc/self/stat"}).Output()
+			argv := append(niceWrap(want), cat, "/proc/self/stat")
+			out, err := exec.Command(argv[0], argv[1:]...).Output()
 			if err != nil {
-				t.Fatalf("niceCommand(%d, cat): %v", want, err)
+				t.Fatalf("niceWrap(%d) cat: %v", want, err)
 			}
 			if got := statNice(t, string(out)); got != want {
 				t.Errorf("cat ran at nice %d, want %d", got, want)

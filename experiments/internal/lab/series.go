@@ -1,8 +1,9 @@
 package lab
 
 import (
-	"math"
 	"slices"
+
+	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // Series is a sequence of samples.
@@ -27,19 +28,11 @@ func (s Series) Summary() Summary {
 	return Summary{N: len(s), Max: s.Percentile(100), P99: s.Percentile(99), Mean: sum / float64(len(s))}
 }
 
-// Percentile is the p-th percentile of s by the nearest-rank method: the
-// smallest sample not below p percent of the samples. It is 0 for an empty
-// series.
+// Percentile is the p-th percentile of s by the nearest-rank method
+// (stats.Percentile): the smallest sample not below p percent of the
+// samples. It is 0 for an empty series.
 func (s Series) Percentile(p float64) uint64 {
-	if len(s) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(s)
-	slices.Sort(sorted)
-	// The epsilon keeps a product that should be whole (0.999 × 1000)
-	// from rounding up past it in floating point.
-	rank := max(int(math.Ceil(p/100*float64(len(sorted))-1e-9))-1, 0)
-	return sorted[min(rank, len(sorted)-1)]
+	return stats.Percentile(slices.Sorted(slices.Values(s)), p)
 }
 
 // Below is the share of samples below v, in percent.

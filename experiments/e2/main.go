@@ -43,8 +43,9 @@ func main() {
 		"dirty-bytes": "16M", "dirty-background-bytes": "8M"}}
 	f.Register(flag.CommandLine)
 	e := experiment{size: 2 << 30, limit: 100 << 20, rate: 100 << 20, dirty: 16 << 20, background: 8 << 20,
-		bwSize: 2 << 30, bwChunk: 4 << 10}
+		bwSize: 2 << 30, bwChunk: 4 << 10, chunk: 1 << 20}
 	flag.Var(&e.size, "size", "bytes the writer writes in part 1")
+	flag.Var(&e.chunk, "chunk", "bytes per write(2) in part 1")
 	flag.Var(&e.limit, "limit", "memory limit of the limited cgroup")
 	flag.Var(&e.rate, "rate", "rate of the paced writer, bytes per second")
 	flag.Var(&e.dirty, "dirty-bytes", "memcgd dirty_bytes of the writer's cgroup")
@@ -74,7 +75,7 @@ func main() {
 
 type experiment struct {
 	size, limit, rate, dirty, background lab.Size
-	bwSize, bwChunk                      lab.Size
+	bwSize, bwChunk, chunk               lab.Size
 	every                                time.Duration
 	parts                                string
 	modes                                []string
@@ -117,7 +118,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	}
 	if e.parts == "1" || e.parts == "12" {
 		for _, mode := range e.modes {
-			fmt.Printf("### Part 1, dirty limit, %s, medians of %d runs\n\n%s\n", mode, b.Runs, p1.medians[mode])
+			fmt.Printf("### Part 1, dirty limit, %s, %s writes, medians of %d runs\n\n%s\n", mode, e.chunk.String(), b.Runs, p1.medians[mode])
 		}
 		fmt.Printf("### Targets (issue 7; paced: issue 3), medians of %d runs\n\n%s\n", b.Runs, p1.targets.String())
 	}
@@ -304,7 +305,7 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 	if err != nil {
 		return s, err
 	}
-	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: 1 << 20, Rate: rate}
+	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: uint64(e.chunk), Rate: rate}
 	d.BusyStart()
 	s.res, _, err = w.Run(ctx, c)
 	d.BusyEnd()

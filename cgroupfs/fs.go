@@ -192,7 +192,7 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
-	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal)
+	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal, fs.log)
 }
 
 // WriteOut starts write-out of cg's own files; see act.WriteOut.

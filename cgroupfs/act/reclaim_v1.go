@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 
@@ -29,7 +30,8 @@ import (
 // The original limit is recorded in j first (one record for all steps,
 // through Journal.apply), so a crash in that window is undone by the next
 // run's Recover; each step re-reads the limit and stops if another writer
-// changed it.
+// changed it. log gets one info line where the record is made and one
+// where it is undone: what an operator sees of a squeeze.
 //
 // Even that window can OOM-kill a task whose charge finds nothing to
 // reclaim in it, so the squeeze works only on leaves, never on a cgroup in
@@ -41,7 +43,7 @@ import (
 // cgroup's tasks have open, reaches only files still open, drops pages
 // whatever their age, and cannot drop dirty ones; reclaim_v1_test.go
 // measures it against the squeeze (docs/actuators.md).
-func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (got uint64, err error) {
+func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, log *slog.Logger) (got uint64, err error) {
 	if j == nil {
 		return 0, errors.New("a v1 limit squeeze needs a journal; got nil")
 	}
@@ -88,6 +90,9 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (g
 		target := strconv.FormatUint(u-step, 10)
 		if a == nil {
 			a, err = j.Apply(ctx, limit, target, lowest, nil)
+			if err == nil {
+				log.Info("v1 limit lowered", "file", limit, "from", a.Original(), "to", target, "floor", lowest)
+			}
 		} else {
 			err = a.Set(ctx, target)
 		}
@@ -106,6 +111,8 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (g
 	if a != nil {
 		if uerr := a.Undo(); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.Original(), uerr))
+		} else {
+			log.Info("v1 limit restored", "file", limit, "to", a.Original(), "asked_bytes", asked)
 		}
 	}
 	if asked == 0 && err == nil && (busy || refused != nil) {

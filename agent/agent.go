@@ -75,6 +75,9 @@ type Agent struct {
 	// the tracker; read-only after New.
 	tracker  bool
 	tracking string
+	// levels says the watcher reports dirty+writeback levels
+	// (host.DirtyPath.Levels); read-only after New.
+	levels bool
 
 	// requests carry work for the loop from other goroutines (a reload,
 	// a kick); done is closed when Run returns, so that no sender waits
@@ -103,6 +106,9 @@ func New(o Options) (*Agent, error) {
 	a := &Agent{opts: o, log: log, cfg: o.Config, status: map[host.Cgroup]state.Status{},
 		requests: make(chan func(*sched.Core, time.Time), 64), done: make(chan struct{})}
 	a.tracker, a.tracking = trackerInForce(o.Host)
+	if fp, ok := o.Host.(host.FastPath); ok {
+		a.levels = a.tracker && fp.DirtyPath().Levels
+	}
 	return a, nil
 }
 
@@ -215,7 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	core := sched.New(sched.Config{
 		Policy: cfg, Overrides: a.opts.Overrides, Self: a.opts.Self,
-		Tracker: a.tracker, TrackingReason: a.tracking, Freezer: freezer, Pacer: pacer, Counter: counter,
+		Tracker: a.tracker, TrackingReason: a.tracking, Levels: a.levels, Freezer: freezer, Pacer: pacer, Counter: counter,
 		Workers: a.opts.Workers, ActiveInterval: a.opts.ActiveInterval, Reaction: a.opts.Reaction,
 		ScanInterval: a.opts.ScanInterval, AuditInterval: a.opts.AuditInterval, ReclaimStep: a.opts.ReclaimStep,
 		PacePeriodCap: a.opts.PacePeriodCap,

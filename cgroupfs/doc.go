@@ -1,6 +1,6 @@
 // Package cgroupfs is the real kernel as a host.Host: FS composes the
 // packages beneath it into the interface the agent drives (host.Host and
-// its optional interfaces: DirtyCounter, FastPath, Freezer,
+// its optional interfaces: DirtyCounter, FastPath, Freezer, Pacer,
 // CgroupNotifier, Forgetter), and adds the eBPF dirty tracker's share of
 // the work (fastPath; TrackedWatcher, the Watcher of an FS).
 //

@@ -18,7 +18,7 @@ import (
 	"github.com/memcgd/memcgd/memcg"
 )
 
-// fastPath is FS's share of the eBPF dirty tracker (docs/fastpath.md): the
+// fastPath is FS's share of the eBPF dirty tracker (docs/lab/2026-11-30-fastpath.md): the
 // cgroup path <-> id map, which ids the tracker counts for, and the one
 // goroutine that reads the tracker's events and hands wake-ups to the
 // Watcher and mkdir/rmdir to the cgroup notifier. With a nil tracker it

@@ -80,7 +80,7 @@ type FSOptions struct {
 	// Tracker is the eBPF dirty tracker, loaded by the caller
 	// (dirtytrack.Load), who closes it after FS's last use; nil is the
 	// fallback: Dirtied scans /proc, WriteOut sees only open files, and
-	// new cgroups are found by inotify. docs/fastpath.md.
+	// new cgroups are found by inotify. docs/lab/2026-11-30-fastpath.md.
 	Tracker *dirtytrack.Tracker
 	// NoTracker is why Tracker is nil (its load error, or "disabled by
 	// --no-tracker"), for DirtyPath.

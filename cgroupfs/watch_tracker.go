@@ -14,7 +14,7 @@ import (
 // reclaim against its limit by memory.events.local. The memory.current
 // poll stays for the cgroups watched with a UsageAbove: the tracker sees
 // pages dirtied, not the anonymous and clean page-cache growth that
-// brings a cgroup to its low watermark (docs/fastpath.md); its schedule
+// brings a cgroup to its low watermark (docs/lab/2026-11-30-fastpath.md); its schedule
 // reads a cgroup far from its threshold rarely (watch/watch_schedule.go), and
 // with a tracker policy sets UsageAbove from the watermarks alone. Without
 // the tracker it is the plain Watcher and ignores DirtiedAbove.

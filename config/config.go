@@ -31,8 +31,11 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
 // Config is a loaded, validated configuration.
 type Config struct {
-	// Under is the subtree memcgd manages, a hierarchy path.
+	// Under is the subtree memcgd manages, a hierarchy path. It is ""
+	// while UnderAuto awaits ResolveUnder.
 	Under host.Cgroup
+	// UnderAuto says manage.under is auto: ResolveUnder picks Under.
+	UnderAuto bool
 	// LimitedOnly restricts management to cgroups that have a memory
 	// limit of their own or above them.
 	LimitedOnly bool
@@ -137,10 +140,14 @@ func Parse(b []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if under != "" {
+	switch under {
+	case "":
+	case UnderAuto:
+		c.Under, c.UnderAuto = "", true
+	default:
 		cg, err := host.ParseCgroup(under)
 		if err != nil {
-			return nil, fmt.Errorf("config line %d: manage.under: %w", f.Manage.Under.Line, err)
+			return nil, fmt.Errorf("config line %d: manage.under: %w, or %s", f.Manage.Under.Line, err, UnderAuto)
 		}
 		c.Under = cg
 	}

@@ -12,6 +12,10 @@ type DirtyPath struct {
 	// Tracker is true when the fast tracker is in force: Dirtied is its
 	// monotonic per-cgroup counter and Watchers honour Wake.DirtiedAbove.
 	Tracker bool
+	// Levels is true when the tracker also counts each cgroup's
+	// dirty+writeback in the kernel and Watchers honour Wake.LevelAbove
+	// and LevelBelow.
+	Levels bool
 	// Reason says why the host polls, when Tracker is false: the
 	// tracker's load error, or that it was disabled.
 	Reason string
@@ -35,7 +39,7 @@ type FastPath interface {
 	// change over the host's life.
 	DirtyPath() DirtyPath
 	// ThrottleUnavailable returns why cg cannot be throttled, as found
-	// by its last Freeze or Pause ("no freezer: ..."), or "" when it
+	// by its last Freeze ("no freezer: ..."), or "" when it
 	// can be or has not been tried.
 	ThrottleUnavailable(cg Cgroup) string
 }
@@ -53,8 +57,8 @@ type Frozen interface {
 }
 
 // Freezer is a host that can hold a cgroup frozen across steps: the
-// closed-loop throttle (policy.FreezerHeld). A host without it can only
-// Pause.
+// closed-loop throttle (policy.FreezerHeld), and the pace's backstop. A
+// host without it cannot stop a cgroup's tasks.
 type Freezer interface {
 	// Freeze freezes cg and begins an episode. The episode ends, and cg
 	// is thawed, when ctx ends, if End was not called before. An error

@@ -14,6 +14,11 @@ type Wake struct {
 	// the counter has already passed fires at the cgroup's next dirtied
 	// page, not at once.
 	DirtiedAbove uint64
+	// LevelAbove and LevelBelow report the cgroup once its dirty+writeback
+	// bytes rise above or fall below them (the tracker's level count);
+	// memcg.NoLimit and 0 are off. Only a Watcher whose host counts the
+	// level (DirtyPath.Levels) honours them.
+	LevelAbove, LevelBelow uint64
 }
 
 // Watcher reports cgroups that may need attention, so that the agent need

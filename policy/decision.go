@@ -1,10 +1,11 @@
 // Package policy is memcgd's three controllers as a pure state machine:
 // per cgroup, an observation goes in and a decision comes out (write out
-// the cgroup's files, flush everything, reclaim N bytes, freeze or thaw
-// the cgroup, when to look again and at which thresholds to be woken),
-// with no files, clocks or goroutines. As raft's Ready, a Decision holds
-// everything the driver must do; the agent's loop only carries it out on
-// a host.Host: the real kernel or the simulator.
+// the cgroup's files, flush everything, reclaim N bytes, pace the
+// dirtying tasks, freeze or thaw the cgroup, when to look again and at
+// which thresholds to be woken), with no files, clocks or goroutines. A
+// Decision holds everything the driver must do for the cgroup; the
+// scheduler (package sched) carries it out on a host.Host, the real
+// kernel or the simulator.
 package policy
 
 import (
@@ -96,10 +97,16 @@ type Wake struct {
 	// included) passes this absolute value. memcg.NoLimit without
 	// Input.Tracker.
 	DirtiedAbove uint64
+	// LevelAbove and LevelBelow report the cgroup once its dirty+writeback
+	// rises above or falls below these bytes (the tracker's level,
+	// Input.LevelWakes): a paced cgroup is then looked at when its pace
+	// must change, not polled. memcg.NoLimit and 0 are off.
+	LevelAbove, LevelBelow uint64
 }
 
 // Decision is what to do for one cgroup now and when to look again. The
-// driver carries out the throttle first: a freeze or a thaw is due now,
+// driver carries out the throttle first, the pace then the freezer: a
+// pace, a freeze or a thaw is due now,
 // while a write-out or a v1 reclaim step can take tens of milliseconds,
 // and neither needs the tasks running. Then the write-out or flush, so
 // that reclaim finds clean pages, then reclaim; then it arms Wake and

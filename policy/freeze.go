@@ -173,7 +173,7 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 			break
 		}
 		d.Throttle, d.HoldFor = ThrottleHold, c.holdFor(in, dirty, MaxPause-held)
-	case dirty >= c.freezeLevel(in) && (!in.Pacer || c.pacer.escaped(in.Now)):
+	case dirty >= c.freezeLevel(in) && !in.PacedBelow && (!in.Pacer || c.pacer.escaped(in, dirty)):
 		*t = throttleState{frozen: true, frozenAt: in.Now, measureFrom: in.Now, episode: true, thawedAt: in.Now}
 		d.Throttle, d.HoldFor = ThrottleFreeze, c.holdFor(in, dirty, MaxPause)
 		d.Why |= ReasonThrottle
@@ -207,14 +207,12 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 //
 // The timer is for a step that comes late, so it never runs out before
 // the next look (MinLook while frozen) plus the reaction delay, up to
-// MinLook more: the device completes writeback in batches (on the v1
-// host 14-27 MiB every 10-15 ms), so the drain at the average bandwidth
-// is often due before the batch has completed, and a timer at MinLook
-// raced the look that would have held the cgroup: in E2 it thawed the
-// writer at 16-18 MiB 127 times in a run, each followed by a refreeze a
-// fraction of a millisecond later, the writer dirtying meanwhile
-// (docs/closedloop.md, "Sixth session"). A slow driver (a reaction delay
-// above MinLook) is not waited for: its timer keeps the sawtooth.
+// MinLook more: the device completes writeback in batches, so the drain
+// at the average bandwidth is often due before the batch has completed,
+// and a timer at MinLook would race the look that holds the cgroup,
+// thawing the writer above the thaw level only for the look to freeze it
+// again. A slow driver (a reaction delay above MinLook) is not waited
+// for: its timer keeps the sawtooth.
 func (c *Controller) holdFor(in Input, dirty uint64, left time.Duration) time.Duration {
 	if !c.bw.drainMeasured {
 		return left

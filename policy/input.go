@@ -66,17 +66,31 @@ type Input struct {
 	ReclaimStep uint64
 	// Freezer says how the driver can stop the cgroup's tasks.
 	Freezer Freezer
+	// LevelWakes says the watcher reports dirty+writeback crossing
+	// Wake.LevelAbove and LevelBelow (the tracker counts it in the
+	// kernel): a paced cgroup is looked at every PaceLevelLook, and
+	// between by those reports.
+	LevelWakes bool
 	// Pacer says the driver can pace the cgroup's dirtying tasks by CPU
 	// bandwidth (pace.go): the throttle paces them, and the freezer is
 	// only its backstop. Paced is the pace in force as the driver holds
 	// it.
 	Pacer bool
 	Paced Pacing
+	// PacedCPU is the CPU time the paced tasks have used in the pace's
+	// episode, read with the observation; zero where the driver did not
+	// read it.
+	PacedCPU time.Duration
 	// PacePeriodCap is the longest CFS period a pace may have (PaceFor);
 	// 0 is MaxPacePeriod. The driver sets it short on kernels before the
 	// task-based throttle (6.18), where a paced task can be descheduled
 	// holding a lock others wait for.
 	PacePeriodCap time.Duration
+	// PacedBelow says the dirtying tasks of a cgroup beneath this one
+	// are paced. The cgroup is then not frozen: that would stop them
+	// with the rest, which the pace exists to avoid; what dirties past
+	// their pace, their own backstop holds.
+	PacedBelow bool
 	// Frozen is whether the driver holds the cgroup frozen as it is
 	// observed (FreezerHeld only). The controller mirrors the driver
 	// from its own decisions and deadlines; where they disagree (a

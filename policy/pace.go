@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"time"
 
 	"github.com/memcgd/memcgd/memcg"
@@ -84,6 +85,9 @@ const (
 	// holds the pace between looks, and pos_ratio moves little in a few
 	// milliseconds of a pace near the device's speed.
 	PaceInterval = 5 * time.Millisecond
+	// PaceLevelLook is how often a paced cgroup is looked at when the
+	// watcher reports its dirty+writeback level (Input.LevelWakes).
+	PaceLevelLook = 50 * time.Millisecond
 	// PaceLinger is how long a pace stays after dirty+writeback fell to
 	// the freerun ceiling: a writer that dirties again within it is paced
 	// at once, without moving its tasks again.
@@ -112,11 +116,20 @@ type pacer struct {
 	least  time.Time
 	level  uint64
 	rising bool
-	// lastPace, lastAt and lastDirtied are the pace in force, the time
-	// and the dirtied counter at the last step.
+	// leastLevel, leastDirtied and leastEff are dirty+writeback, the
+	// dirtied counter (if leastHasDirtied) and the efficiency when the
+	// pace went to its least: the efficiency measured since would count
+	// what an escaped dirtier dirties as the paced tasks'.
+	leastLevel, leastDirtied uint64
+	leastHasDirtied          bool
+	leastEff                 float64
+	// lastPace, lastAt, lastDirtied and lastCPU are the pace in force,
+	// the time, the dirtied counter and the paced tasks' CPU time where
+	// the efficiency's measurement window began; measured says one has.
 	lastPace    Pacing
 	lastAt      time.Time
 	lastDirtied uint64
+	lastCPU     time.Duration
 	measured    bool
 }
 
@@ -138,11 +151,16 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 		p.below = in.Now
 		fallthrough
 	case in.Now.Sub(p.below) < PaceLinger:
-		// Below freerun nothing is throttled (balance_dirty_pages()
-		// returns at once): the tasks stay paced, without a limit, so
-		// that the device is fed and its bandwidth measured at its
-		// speed, not at a pace's.
+		// Below freerun the kernel throttles nothing
+		// (balance_dirty_pages() returns at once): the tasks stay
+		// paced, without a limit but the headroom's, so that the
+		// device is fed and its bandwidth measured at its speed, not
+		// at a pace's.
 		d.Pace = Unlimited
+		_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+		if share := c.headroomShare(dirty, limit); share < 1 {
+			d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
+		}
 		d.Active = true
 		p.rising, p.level = false, dirty
 		return
@@ -153,28 +171,100 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
 	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
-	d.Pace = PaceFor(float64(rate)/c.efficiency(), in.PacePeriodCap)
-	if close(d.Pace, in.Paced) {
-		// Each write of a quota refills the group's runtime and
-		// unthrottles it (kernel/sched/core.c, tg_set_cfs_bandwidth):
-		// rewriting it at every step would grant a burst a step.
-		d.Pace = in.Paced
-	}
+	share := min(float64(rate)/c.efficiency(), c.headroomShare(dirty, limit))
+	d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
 	switch {
 	case rate > 0:
 		p.least = time.Time{}
 	case p.least.IsZero():
-		p.least = in.Now
+		p.least, p.leastLevel, p.leastEff = in.Now, dirty, c.efficiency()
+		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
 	}
 	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
 	d.Active = true
 }
 
+// keep is pace p, or the pace in force when p is within PaceTolerance of
+// it: each write of a quota refills the group's runtime and unthrottles
+// it (kernel/sched/core.c, tg_set_cfs_bandwidth), so rewriting it at
+// every step would grant a burst a step.
+func (c *Controller) keep(p, inForce Pacing) Pacing {
+	if close(p, inForce) {
+		return inForce
+	}
+	return p
+}
+
+// headroomShare is the largest share of a CPU that cannot take
+// dirty+writeback from level past limit before the next look: in
+// PaceInterval the paced tasks dirty share * efficiency * PaceInterval
+// while the device cleans WriteBandwidth * PaceInterval. The kernel
+// applies its law every few pages (balance_dirty_pages_ratelimited());
+// the daemon's law holds for a look's time, so that a task dirtying
+// gigabytes per CPU-second, released below freerun or paced at twice the
+// bandwidth just above it, would pass the limit within one look.
+func (c *Controller) headroomShare(level, limit uint64) float64 {
+	h := PaceInterval.Seconds()
+	room := float64(limit) - float64(level) + float64(c.WriteBandwidth())*h
+	return max(room, 0) / (c.efficiency() * h)
+}
+
+// headroomLevel inverts headroomShare: the level at which it is share.
+func (c *Controller) headroomLevel(share float64, limit uint64) uint64 {
+	h := PaceInterval.Seconds()
+	l := float64(limit) + float64(c.WriteBandwidth())*h - share*c.efficiency()*h
+	return uint64(max(l, 0))
+}
+
 // Efficiency is the bytes the cgroup's dirtying tasks dirty per
 // CPU-second, as the pace measured it (or assumes it, before a
 // measurement).
 func (c *Controller) Efficiency() uint64 { return uint64(c.efficiency()) }
+
+// paceBand is the dirty+writeback range within which pace p stands: the
+// levels at which pos_ratio, and so the share, would have moved by
+// PaceTolerance (the cubic of pos_ratio_polynom() inverted:
+// dirty = setpoint - (limit - setpoint) * cbrt(pos - 1)), the freerun
+// ceiling below, and the backstop above when the pace is at its least.
+//
+// The share is the least of the law's and the headroom's
+// (headroomShare), both falling as the level rises, so each edge is the
+// lower of the two curves' levels for the share at that edge.
+func (c *Controller) paceBand(in Input, p Pacing) (above, below uint64) {
+	setpoint, limit := DirtySetpoint(in.Dirty, c.domainLimit)
+	freerun := in.Dirty.Freerun()
+	if !p.Limited() {
+		// Unlimited below freerun: wake when it is passed, or when the
+		// headroom would limit the pace.
+		return min(freerun, c.headroomLevel(1, limit)), 0
+	}
+	law := func(share float64) uint64 {
+		bw := float64(c.WriteBandwidth())
+		if bw == 0 {
+			return freerun
+		}
+		pos := share * c.efficiency() / bw
+		switch {
+		case pos >= 2:
+			return freerun
+		case pos <= 0:
+			return limit
+		}
+		x := math.Cbrt(pos - 1)
+		d := float64(setpoint) - float64(sat(limit, setpoint))*x
+		return uint64(min(max(d, float64(freerun)), float64(limit)))
+	}
+	at := func(share float64) uint64 {
+		return min(law(share), c.headroomLevel(share, limit))
+	}
+	s := p.Share()
+	above, below = at(s*(1-PaceTolerance)), at(s*(1+PaceTolerance))
+	if !c.pacer.least.IsZero() {
+		above = c.backstopLevel(in)
+	}
+	return max(above, below+memcg.PageSize), below
+}
 
 // PaceTolerance is how far a new pace's share may be from the one in
 // force before it is written: a fraction of it.
@@ -189,14 +279,29 @@ func close(a, b Pacing) bool {
 	return r >= 1-PaceTolerance && r <= 1+PaceTolerance
 }
 
+// PaceOverrun is how long past its quota a paced task may run before CFS
+// throttles it: to its next scheduler tick (account_cfs_rq_runtime in
+// kernel/sched/fair.c; 4 ms at HZ=250), and on 6.18 on to its return to
+// user space.
+const PaceOverrun = 4 * time.Millisecond
+
 // escaped reports whether dirty+writeback still rises although the pace
-// has been at its least for PaceInterval: something the pace does not
-// hold dirties (a task not paced, a dirtier not CPU-bound), and the
-// freezer may take over. A burst of a paced task past its quota (CFS
-// throttles it at its next tick, or on 6.18 at its return to user space)
-// raises the level once, then it falls.
-func (p *pacer) escaped(now time.Time) bool {
-	return p.rising && !p.least.IsZero() && now.Sub(p.least) >= PaceInterval
+// has been at its least for PaceInterval, by more than the least pace
+// lets its tasks dirty (their quota and an overrun, PaceOverrun, at the
+// efficiency measured before; the write of the least pace itself
+// refills the quota): something the pace does not hold dirties (a task
+// not paced, a dirtier not CPU-bound), and the freezer may take over.
+// The cgroup's dirtied bytes tell it where the driver counts them, its
+// level otherwise.
+func (p *pacer) escaped(in Input, dirty uint64) bool {
+	if !p.rising || p.least.IsZero() || in.Now.Sub(p.least) < PaceInterval {
+		return false
+	}
+	allowed := uint64(p.leastEff * (MinPaceQuota + PaceOverrun).Seconds())
+	if c := in.Stat.Counters; c.HasDirtied && p.leastHasDirtied {
+		return sat(c.DirtiedBytes, p.leastDirtied) > allowed
+	}
+	return sat(dirty, p.leastLevel) > allowed
 }
 
 // efficiency is the measured bytes the paced tasks dirty per CPU-second
@@ -212,36 +317,50 @@ func (c *Controller) efficiency() float64 {
 	return DefaultEfficiency
 }
 
-// measureEfficiency folds in the bytes the paced tasks dirtied since the
-// last step per second of the share the pace in force gave them: what a
-// share of the CPU achieves, the kernel's granting of the quota included
-// (a task is throttled at its next tick past it, kernel/sched/fair.c,
-// account_cfs_rq_runtime, so it can get more than its quota or less).
-// in.Paced is the pace asked for at the last step, so in force over the
-// interval. Only an interval under a limit that was in force over the
-// interval before too counts (a write of the quota refills the group's
-// runtime at once, a burst that says nothing of the share), and in which
-// the tasks dirtied something; the estimate moves by at most a factor of
-// two a step, so that one odd interval does not make the next pace a
-// free run or a stop.
+// measureEfficiency folds in the bytes the cgroup dirtied since the last
+// step per CPU-second its paced tasks used (Input.PacedCPU): what a share
+// of the CPU achieves, bursts past the quota included (a task is
+// throttled at its next tick past it, kernel/sched/fair.c,
+// account_cfs_rq_runtime, and each write of the quota refills it). Where
+// the driver does not read the CPU time, the share of a pace in force
+// over a whole period stands for it: over a shorter window a task gets
+// its quota or nothing, so the window is kept open until it spans one.
+// The estimate moves by at most a factor of two a step, so that one odd
+// interval does not make the next pace a free run or a stop.
 func (c *Controller) measureEfficiency(in Input) {
 	p := &c.pacer
 	dirtied := in.Stat.Counters.DirtiedBytes
-	if !in.Paced.Limited() || !in.Stat.Counters.HasDirtied {
-		p.measured = false
+	if !in.Paced.On() || !in.Stat.Counters.HasDirtied || !p.measured || !in.Now.After(p.lastAt) || dirtied < p.lastDirtied {
+		p.mark(in, in.Paced.On() && in.Stat.Counters.HasDirtied)
 		return
 	}
-	if p.measured && in.Paced == p.lastPace && in.Now.After(p.lastAt) && dirtied > p.lastDirtied {
-		dt := in.Now.Sub(p.lastAt)
-		e := float64(dirtied-p.lastDirtied) / (dt.Seconds() * in.Paced.Share())
+	var cpu time.Duration
+	switch {
+	case in.PacedCPU > 0 && p.lastCPU > 0:
+		cpu = in.PacedCPU - p.lastCPU
+	case in.PacedCPU > 0 || !in.Paced.Limited() || in.Paced != p.lastPace:
+		// The first CPU reading, or a pace without a share to stand
+		// for one: a window begins.
+	case in.Now.Sub(p.lastAt) < in.Paced.Period:
+		return // the window stays open
+	default:
+		cpu = time.Duration(float64(in.Now.Sub(p.lastAt)) * in.Paced.Share())
+	}
+	if cpu > 0 && dirtied > p.lastDirtied {
+		e := float64(dirtied-p.lastDirtied) / cpu.Seconds()
 		if p.efficiency == 0 {
 			p.efficiency = e
 		} else {
-			w := min(float64(dt)/float64(efficiencyWindow), 1)
+			w := min(float64(in.Now.Sub(p.lastAt))/float64(efficiencyWindow), 1)
 			p.efficiency = min(max(e*w+p.efficiency*(1-w), p.efficiency/2), p.efficiency*2)
 		}
 	}
-	p.lastPace, p.lastAt, p.lastDirtied, p.measured = in.Paced, in.Now, dirtied, true
+	p.mark(in, true)
+}
+
+// mark begins a measurement window at in.
+func (p *pacer) mark(in Input, measured bool) {
+	p.lastPace, p.lastAt, p.lastDirtied, p.lastCPU, p.measured = in.Paced, in.Now, in.Stat.Counters.DirtiedBytes, in.PacedCPU, measured
 }
 
 // PaceFor is the pace that gives share of one CPU, in the smallest bursts

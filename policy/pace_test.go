@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -41,8 +42,10 @@ func TestThePacedThrottle(t *testing.T) {
 	c.pacer.efficiency = 1 << 30
 	t0 := time.Unix(100, 0)
 	frozen := false
+	// The cgroup's dirtied counter moves with its level: all it dirties
+	// is its own, and nothing is written meanwhile.
 	step := func(at time.Duration, dirty uint64, paced Pacing) Decision {
-		in := scenarioInput(t0.Add(at), 0, dirty, 0)
+		in := scenarioInput(t0.Add(at), 0, dirty, dirty)
 		in.Dirty, in.Freezer, in.Pacer, in.Paced, in.ActiveInterval, in.Frozen = limits, FreezerHeld, true, paced, 50*ms, frozen
 		d := c.Step(in)
 		frozen = d.Throttle == ThrottleFreeze || d.Throttle == ThrottleHold
@@ -66,7 +69,8 @@ func TestThePacedThrottle(t *testing.T) {
 		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0, 0), ThrottleNone},
 		{"past the limit, but the least pace has not had PaceInterval to tell: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
 		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop (a fifth of the limit) and still rising under the least pace: the freezer takes over", 30 * ms, 21 * mib, PaceFor(0, 0), ThrottleFreeze},
+		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second): no freeze", 29 * ms, 21 * mib, PaceFor(0, 0), ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 23 * mib, PaceFor(0, 0), ThrottleFreeze},
 		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0, 0), ThrottleThaw},
 		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
 		{"below freerun for less than PaceLinger: the tasks stay paced, without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
@@ -104,5 +108,123 @@ func TestThePaceLearnsWhatAShareAchieves(t *testing.T) {
 	c.Step(in(600*ms, 9*mib))
 	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
 		t.Errorf("after an idle interval: efficiency %.0f B/CPU-s, want it kept at %.0f", got, want)
+	}
+}
+
+// The efficiency, where the driver reads the paced tasks' CPU time, is
+// the bytes dirtied per CPU-second they used, over any window; without
+// it, the share of the pace stands for the CPU time, and only over a
+// window of at least a period (within one a task gets its quota or
+// nothing).
+func TestThePaceMeasuresEfficiencyByCPUTime(t *testing.T) {
+	type cpuStep struct {
+		at      time.Duration
+		dirtied uint64
+		cpu     time.Duration // the paced tasks' CPU time read; 0: not read
+	}
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
+	t0 := time.Unix(100, 0)
+	least := PaceFor(0, 0) // 1 ms a second
+	for _, tt := range []struct {
+		name  string
+		pace  Pacing
+		steps []cpuStep
+		want  float64 // bytes per CPU-second after the steps
+	}{
+		{"the CPU time read: 4 MiB for 1 ms of CPU at the least pace is 4000 MiB per CPU-second", least,
+			[]cpuStep{{0, 0, 10 * ms}, {5 * ms, 4 * mib, 11 * ms}}, 4000 * mib},
+		{"no CPU read: a window shorter than the period says nothing", least,
+			[]cpuStep{{0, 0, 0}, {5 * ms, 4 * mib, 0}}, 0},
+		{"no CPU read: a window of a period uses the share", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 0}, {5 * ms, 1 * mib, 0}, {10 * ms, 2 * mib, 0}}, 2000 * mib},
+	} {
+		c := NewController()
+		for _, st := range tt.steps {
+			x := scenarioInput(t0.Add(st.at), 0, 14*mib, st.dirtied)
+			x.Dirty, x.Freezer, x.Pacer, x.Paced, x.PacedCPU = limits, FreezerHeld, true, tt.pace, st.cpu
+			c.Step(x)
+		}
+		if got := c.pacer.efficiency; math.Abs(got-tt.want) > tt.want*0.001 {
+			t.Errorf("%s: efficiency %.0f B/CPU-s, want %.0f", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A task that dirties faster than the device drains may not, at the
+// share it is given, pass the limit before the next look: below freerun,
+// where the kernel throttles nothing, as past it, the share is at most
+// the headroom's (headroomShare).
+func TestTheHeadroomBoundsAFastDirtier(t *testing.T) {
+	const bw = 1000 * mib                                             // the device drains 5 MiB per PaceInterval
+	const eff = 8000 * mib                                            // the tasks dirty 40 MiB per CPU-PaceInterval
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // freerun 12
+	t0 := time.Unix(100, 0)
+	for _, tt := range []struct {
+		name  string
+		dirty uint64
+		want  float64 // share
+	}{
+		{"below freerun with 5 MiB of room: (5 + 5) / 40", 11 * mib, 0.25},
+		{"just past freerun: the law (pos_ratio 2: 2 × 1000 MiB/s over 8000, 0.25) or the headroom ((4 + 5) / 40), the less", 12*mib + 4096, 0.225},
+		{"at the setpoint: the law's 0.125, the headroom's (2 + 5) / 40 more", 14 * mib, 0.125},
+	} {
+		c := NewController()
+		c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+		c.pacer.efficiency = eff
+		x := scenarioInput(t0, 0, 13*mib, 0)
+		x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+		c.Step(x) // past freerun: the pace begins
+		x = scenarioInput(t0.Add(ms), 0, tt.dirty, 0)
+		x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+		d := c.Step(x)
+		if got := d.Pace.Share(); math.Abs(got-tt.want) > tt.want*0.01 {
+			t.Errorf("%s: share %.4f (%+v), want %.4f", tt.name, got, d.Pace, tt.want)
+		}
+	}
+	// A slow dirtier below freerun is not limited: the headroom allows
+	// more than a CPU.
+	c := NewController()
+	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+	c.pacer.efficiency = 100 * mib
+	x := scenarioInput(t0, 0, 13*mib, 0)
+	x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+	c.Step(x)
+	x = scenarioInput(t0.Add(ms), 0, 11*mib, 0)
+	x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
+	if d := c.Step(x); d.Pace != Unlimited {
+		t.Errorf("a 100 MiB per CPU-second dirtier below freerun: pace %+v, want Unlimited", d.Pace)
+	}
+}
+
+// With level wake-ups a paced cgroup is not polled: the watcher reports
+// it when dirty+writeback leaves the band in which its pace stands, the
+// levels at which pos_ratio would have moved by PaceTolerance.
+func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
+	const bw = 100 * mib
+	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // freerun 12, setpoint 14
+	c := NewController()
+	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+	c.pacer.efficiency = 1 << 30
+	in := scenarioInput(time.Unix(100, 0), 0, 14*mib, 0)
+	in.Dirty, in.Freezer, in.Pacer, in.LevelWakes, in.ActiveInterval = limits, FreezerHeld, true, true, 50*ms
+	d := c.Step(in)
+	if !d.Pace.Limited() {
+		t.Fatalf("at the setpoint: pace %+v, want a limit", d.Pace)
+	}
+	if d.NextLook != PaceLevelLook {
+		t.Errorf("NextLook %v, want PaceLevelLook %v: the level wakes it, not the clock", d.NextLook, PaceLevelLook)
+	}
+	// pos_ratio 1 ± a quarter: dirty = 14 MiB ∓ 2 MiB × cbrt(0.25).
+	edge := 2 * mib * math.Cbrt(0.25)
+	near := func(got uint64, want float64) bool { return math.Abs(float64(got)-want) < 64*1024 }
+	if !near(d.Wake.LevelAbove, 14*mib+edge) || !near(d.Wake.LevelBelow, 14*mib-edge) {
+		t.Errorf("band [%.2f, %.2f] MiB, want [%.2f, %.2f]", float64(d.Wake.LevelBelow)/mib, float64(d.Wake.LevelAbove)/mib,
+			(14*mib-edge)/mib, (14*mib+edge)/mib)
+	}
+	in.LevelWakes = false
+	c2 := NewController()
+	c2.bw, c2.pacer.efficiency = c.bw, c.pacer.efficiency
+	if d := c2.Step(in); d.NextLook != PaceInterval || d.Wake.LevelAbove != memcg.NoLimit {
+		t.Errorf("without level wakes: NextLook %v, LevelAbove %d; want PaceInterval and no level wake", d.NextLook, d.Wake.LevelAbove)
 	}
 }

@@ -51,7 +51,8 @@ const (
 // the watcher's thresholds. ahead is the userspace kswapd's anticipated
 // growth, as in Step.
 func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
-	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit}
+	d.Wake = Wake{UsageAbove: wakeAt(in.Stat, in.Dirty, in.Watermarks, ahead, in.Tracker), DirtiedAbove: memcg.NoLimit,
+		LevelAbove: memcg.NoLimit}
 	if in.Tracker {
 		if rel := c.dirtiedWake(in, dirty); rel != memcg.NoLimit {
 			d.Wake.DirtiedAbove = satAdd(in.Stat.Counters.DirtiedBytes, rel)
@@ -71,19 +72,23 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 	}
 	bg := in.Dirty.Background
 	if d.Pace.On() && !c.throttle.frozen {
-		// The kernel holds the pace between looks.
-		need(PaceInterval)
+		// The kernel holds the pace between looks; with level wake-ups
+		// the look comes when the pace must change, and a slow look
+		// keeps the bandwidth and efficiency estimates current.
+		if in.LevelWakes {
+			d.Wake.LevelAbove, d.Wake.LevelBelow = c.paceBand(in, d.Pace)
+			need(PaceLevelLook)
+		} else {
+			need(PaceInterval)
+		}
 	}
 	if c.throttle.frozen {
 		// Every MinLook, not at the drain's expected end at the
-		// estimated bandwidth: a device writes back in bursts. On the
-		// v1 host a frozen writer's 51 MiB of writeback completed within
-		// 5 ms after tens of ms of nothing, and a look sized from the
-		// 525 MB/s estimate (half the expected drain, 37 ms) came 14 ms
-		// after the cgroup had drained to nothing, the device idle
-		// throughout (docs/closedloop.md). A freeze is when the writer
-		// certainly waits on the daemon: a step per millisecond is
-		// what that costs.
+		// estimated bandwidth: a device completes writeback in bursts,
+		// tens of MiB after tens of ms of nothing, so a look sized from
+		// the average comes after the cgroup has drained, the device
+		// idle meanwhile. A freeze is when the writer certainly waits
+		// on the daemon: a step per millisecond is what that costs.
 		need(MinLook)
 		d.Active = true
 	}
@@ -99,10 +104,9 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, d *Decision) {
 			// writer, at its peak rate and with the device writing
 			// nothing, reaches the freeze level: the tracker's
 			// wake-up is armed for that moment, but its delivery
-			// can come late (9 to 14 ms at p99 after a thaw on the
-			// v1 host, 20 to 28 MiB past the level; docs/results.md
-			// "Second session"). A look that finds the level lower
-			// costs one step.
+			// can come late, the daemon's thread waiting for a CPU
+			// the thawed writer holds. A look that finds the level
+			// lower costs one step.
 			room := sat(c.freezeLevel(in), dirty)
 			need(time.Duration(float64(room) / c.dirtyRate * float64(time.Second)))
 		}
@@ -139,9 +143,8 @@ func (c *Controller) dirtySpan(in Input) uint64 {
 // Within a throttle episode a look that saw nothing dirtied does not
 // make the cgroup quiet: its tasks may have been stopped all along by a
 // freeze that is not its own (an ancestor's, when nested cgroups are
-// managed: on the v1 host the parent held the writer frozen while the
-// writer's own mirror said thawed, so the writer looked quiet and was
-// left to a 50 ms look, in which it dirtied its whole 100 MiB limit).
+// managed), and taken for quiet it would be left to the active
+// interval's look, in which a fast writer passes its limit.
 // The rate, which falls over rateWindow, decides instead until the
 // episode ends, EpisodeLinger after the last thaw: a writer that truly
 // stopped costs a look per interval for that long.
@@ -154,11 +157,9 @@ func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 	if float64(c.lastRun) > allow {
 		// More than the allowance was dirtied since the last look: it
 		// came too late, whatever the rate averaged over the interval
-		// says (a burst after a long idle interval averages low: on the
-		// v1 host a 1.5 GB/s writer woken from idle measured 11 MB/s
-		// and was left to a 50 ms look, in which it reached its memory
-		// limit). Look again at the floor; the short interval then
-		// measures the rate.
+		// says (a burst after a long idle interval averages low).
+		// Look again at the floor; the short interval then measures
+		// the rate.
 		return MinLook, true
 	}
 	t = time.Duration(allow / c.dirtyRate * float64(time.Second))

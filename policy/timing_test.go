@@ -203,7 +203,7 @@ func TestQuietLookWithinEpisode(t *testing.T) {
 // With the tracker, a cgroup thawed within an episode is looked at again
 // by the time it would reach the freeze level at its rate, the device
 // writing nothing: the tracker's wake-up is armed for that moment, but
-// its delivery can come late (docs/results.md, "At e2413b8"), and the
+// its delivery can come late (docs/lab/2026-11-30-results.md, "At e2413b8"), and the
 // look is the safety net. Outside an episode the tracker alone watches a
 // writer (TestWhenToLookAgain).
 func TestTrackerLooksAgainAfterAThaw(t *testing.T) {

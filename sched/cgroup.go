@@ -57,7 +57,7 @@ const NotLimited = "it has no memory limit, and no ancestor below the root has o
 
 // add starts the Core's state of cg.
 func (c *Core) add(cg host.Cgroup) *cgroup {
-	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit}}
+	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit}}
 	st.exempt = policy.Exempt(cg, c.cfg.Self)
 	st.status.Cgroup, st.status.DryRun = cg, c.cfg.DryRun
 	if st.exempt {
@@ -250,7 +250,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		st.active, st.throttled = false, false
 		st.status.Active = false
 		c.setState(st)
-		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit})
+		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit})
 		return
 	}
 	if p.op.Dirtied {
@@ -272,9 +272,11 @@ func (c *Core) observed(p pendingOp, r Result) {
 	d := st.ctrl.Step(policy.Input{
 		Now: r.At, Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks, WritebackFirst: eff.Knobs.WritebackFirst,
 		Exempt:  st.exempt,
-		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
+		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, LevelWakes: c.cfg.Levels,
+		Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
 		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
-		Pacer: pacer, Paced: st.pace.cur, PacePeriodCap: c.cfg.PacePeriodCap,
+		Pacer: pacer, Paced: st.pace.cur, PacedCPU: st.pace.cpu, PacePeriodCap: c.cfg.PacePeriodCap,
+		PacedBelow: c.pacedBelow(st.cg),
 	})
 	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {
 		// One line per decision of a cgroup at work, to set beside
@@ -298,7 +300,8 @@ func (c *Core) observed(p pendingOp, r Result) {
 	st.status.Active = d.Active
 	st.status.DirtyRate, st.status.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
 	c.setState(st)
-	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove})
+	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove,
+		LevelAbove: d.Wake.LevelAbove, LevelBelow: d.Wake.LevelBelow})
 	if d.NextLook > 0 {
 		c.look(st, r.At.Add(d.NextLook))
 	}

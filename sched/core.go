@@ -56,6 +56,9 @@ type Config struct {
 	// and TrackingReason why not when it is not.
 	Tracker        bool
 	TrackingReason string
+	// Levels says the watcher reports dirty+writeback levels
+	// (host.DirtyPath.Levels, policy.Input.LevelWakes).
+	Levels bool
 	// Freezer says the host can hold a freeze (host.Freezer); Pacer that
 	// it can pace a cgroup's dirtying tasks (host.Pacer); Counter that it
 	// counts dirtied bytes (host.DirtyCounter).
@@ -88,7 +91,9 @@ type Core struct {
 	policy *config.Config
 
 	cgroups map[host.Cgroup]*cgroup // every known cgroup of the subtree
-	order   []*cgroup               // the same, in the order first listed or created
+	// pacing are the cgroups with a pacing episode open.
+	pacing map[host.Cgroup]bool
+	order  []*cgroup // the same, in the order first listed or created
 
 	// queue holds the cgroups waiting for a step, in the order they get
 	// one: throttled cgroups are put at the front.
@@ -185,6 +190,7 @@ func New(cfg Config, now time.Time) *Core {
 	c := &Core{
 		cfg: cfg, policy: cfg.Policy, now: now,
 		cgroups:   map[host.Cgroup]*cgroup{},
+		pacing:    map[host.Cgroup]bool{},
 		pending:   map[uint64]pendingOp{},
 		ancestors: map[host.Cgroup]reading{},
 	}

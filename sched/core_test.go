@@ -422,9 +422,11 @@ func TestTheStatusSaysWhatTheDaemonDoesNowAndSinceWhen(t *testing.T) {
 }
 
 func TestPacingEpisodes(t *testing.T) {
+	// The dirtied counter moves with the level: all of it is the
+	// cgroup's own dirtying.
 	paced := func(dirty, writeback uint64) memcg.Stat {
 		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
-			Counters: memcg.Counters{HasDirtied: true}}
+			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
 	}
 	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 10*mib))
 	w.settle()
@@ -446,10 +448,10 @@ func TestPacingEpisodes(t *testing.T) {
 	if got := w.paced["/a"]; w.count(SetPace, "/a") == 0 || got.Share() >= before.Share() {
 		t.Errorf("at the limit: pace %+v after %+v, %d changes: want a smaller share", got, before, w.count(SetPace, "/a"))
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 21*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 40*mib) })
 	w.advance(15 * ms)
 	if !w.frozen["/a"] {
-		t.Error("past the backstop level, with the least pace in force: not frozen")
+		t.Error("past the backstop level, rising by more than the least pace allows: not frozen")
 	}
 	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 4*mib) })
 	w.advance(policy.PaceLinger + 100*ms)
@@ -464,6 +466,42 @@ func TestPacingEpisodes(t *testing.T) {
 	w.settle()
 	if w.paced["/a"].On() || !w.c.Ready().Stopped {
 		t.Errorf("after Stop: pace %+v", w.paced["/a"])
+	}
+}
+
+// A parent's dirty pages are its children's: while a child's dirtying
+// tasks are paced, the parent is not frozen even past its backstop, which
+// would stop the paced child's tasks with the rest.
+func TestACgroupWithAPacedChildIsNotFrozen(t *testing.T) {
+	level := func(dirty, writeback uint64) memcg.Stat {
+		return memcg.Stat{Limit: 1 << 30, Usage: 200 * mib, File: 200 * mib, Dirty: dirty, Writeback: writeback,
+			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
+	}
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root,
+		"/p", level(0, 10*mib), "/p/c", level(0, 10*mib))
+	w.settle()
+	for _, cg := range []host.Cgroup{"/p", "/p/c"} {
+		w.set(cg, func(s *memcg.Stat) { *s = level(0, 14*mib) })
+		w.c.Kick(w.now, cg)
+	}
+	w.advance(10 * ms)
+	if !w.paced["/p/c"].On() {
+		t.Fatalf("the child at its setpoint: pace %+v, want paced", w.paced["/p/c"])
+	}
+	// The parent's pace holds none of its own tasks; its level rises
+	// past its backstop with the child's.
+	for _, lv := range []uint64{16, 40, 80} {
+		for _, cg := range []host.Cgroup{"/p", "/p/c"} {
+			w.set(cg, func(s *memcg.Stat) { *s = level(0, lv*mib) })
+			w.c.Kick(w.now, cg)
+		}
+		w.advance(15 * ms)
+	}
+	if w.frozen["/p"] {
+		t.Error("the parent of a paced child is frozen")
+	}
+	if !w.frozen["/p/c"] {
+		t.Error("the child, rising past its backstop under its least pace, is not frozen: the test shows nothing")
 	}
 }
 

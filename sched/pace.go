@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/memcgd/memcgd/host"
@@ -50,6 +51,7 @@ func (c *Core) carryPace(st *cgroup, d policy.Decision) {
 		return
 	case !p.open:
 		p.open, p.began, p.cpu = true, c.now, 0
+		c.pacing[st.cg] = true
 		st.status.Counters.Paces++
 		p.cur = d.Pace
 		c.paceOp(st, Pace)
@@ -67,6 +69,7 @@ func (c *Core) endPace(st *cgroup, why string) {
 		return
 	}
 	p.open, p.cur = false, policy.Pacing{}
+	delete(c.pacing, st.cg)
 	st.status.Counters.PacedTime += c.now.Sub(p.began)
 	c.paceOp(st, Unpace)
 	c.touch(st)
@@ -76,6 +79,17 @@ func (c *Core) endPace(st *cgroup, why string) {
 		args = append(args, "reason", why)
 	}
 	c.log(slog.LevelInfo, "pacing ended", args...)
+}
+
+// pacedBelow reports whether a cgroup beneath cg has a pacing episode
+// open. Few cgroups are paced at once, so it looks at those alone.
+func (c *Core) pacedBelow(cg host.Cgroup) bool {
+	for p := range c.pacing {
+		if p != cg && (cg == "/" || strings.HasPrefix(string(p), string(cg)+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // paceOp queues an op of st's episode, after the one in flight.
@@ -126,6 +140,7 @@ func (c *Core) paced(pd pendingOp, r Result) {
 		}
 	case pd.op.Kind == Pace:
 		p.open, p.cur, p.queued = false, policy.Pacing{}, nil
+		delete(c.pacing, st.cg)
 		c.setState(st)
 		switch {
 		case errors.Is(r.Err, errors.ErrUnsupported):

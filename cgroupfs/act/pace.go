@@ -69,6 +69,16 @@ type Pacer struct {
 
 	mu      sync.Mutex
 	samples map[host.Cgroup]threadSample // the last write_bytes per thread, by memory cgroup
+	// busy are the groups of ended episodes that an exited, unreaped
+	// thread still kept populated (journal.ReleasePaceGroup): removed,
+	// and their records undone, at a later call.
+	busy []busyGroup
+}
+
+// busyGroup is a pace group left to remove.
+type busyGroup struct {
+	g    *paceGroup
+	file string
 }
 
 // threadSample is the write_bytes of a cgroup's threads, when read.
@@ -90,6 +100,21 @@ func (p *Pacer) Forget(cg host.Cgroup) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.samples, cg)
+	p.removeBusy()
+}
+
+// removeBusy removes the busy groups that have emptied since and undoes
+// their records. p.mu is held.
+func (p *Pacer) removeBusy() {
+	p.busy = slices.DeleteFunc(p.busy, func(b busyGroup) bool {
+		if _, err := journal.ReleasePaceGroup(b.g.dir, b.file, 0); err != nil {
+			return false // still busy, or failing: the journal's undo at exit has it
+		}
+		for _, id := range slices.Backward(b.g.records) {
+			_ = p.undo(id)
+		}
+		return true
+	})
 }
 
 // Pace begins an episode of cg's dirtying threads at quota per period.
@@ -99,6 +124,9 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 	if err := checkPace(quota, period); err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	p.removeBusy()
+	p.mu.Unlock()
 	v2 := p.Layout.Memory.Version == layout.V2 && p.Layout.CPU == nil
 	if !v2 && p.Layout.CPU == nil {
 		return nil, fmt.Errorf("pace %s: no cpu controller on a v1 hierarchy, nor memory on v2: %w", cg, ErrNotPaceable)
@@ -249,7 +277,14 @@ func (e *Paced) End() error {
 	}
 	var errs []error
 	for _, g := range e.groups {
-		if _, err := journal.ReleasePaceGroup(g.dir, e.threadsFile()); err != nil {
+		_, err := journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+		if errors.Is(err, unix.EBUSY) {
+			e.p.mu.Lock()
+			e.p.busy = append(e.p.busy, busyGroup{g: g, file: e.threadsFile()})
+			e.p.mu.Unlock()
+			continue
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -350,22 +385,23 @@ func (e *Paced) cpuCgroup(tid int) (string, error) {
 }
 
 // makeGroup makes the pace group beneath parent, journalled first, with
-// the episode's limit.
+// the episode's limit. On v2 the child is made threaded first, which
+// makes the leaf a threaded domain, and only then may the cpu controller
+// be enabled in the leaf's subtree_control: a domain cgroup with tasks
+// refuses it (kernel/cgroup/cgroup.c, cgroup_vet_subtree_control_enable).
 func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error) {
 	g := &paceGroup{dir: filepath.Join(parent, journal.PaceGroupName), parent: parent}
-	if e.v2 {
-		if err := e.p.enableCPU(ctx, g, parent); err != nil {
-			return nil, err
-		}
+	fail := func(err error) (*paceGroup, error) {
+		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+		e.undoAll(g)
+		return nil, err
 	}
 	c, err := journal.PaceGroupChange(parent, e.threadsFile())
 	if err != nil {
-		e.undoAll(g)
 		return nil, err
 	}
 	id, err := e.p.Journal.Record(c)
 	if err != nil {
-		e.undoAll(g)
 		return nil, err
 	}
 	g.records = append(g.records, id)
@@ -375,15 +411,14 @@ func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error
 	}
 	if e.v2 {
 		if err := ctlfile.Write(filepath.Join(g.dir, "cgroup.type"), "threaded"); err != nil {
-			_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile())
-			e.undoAll(g)
-			return nil, fmt.Errorf("make pace group %s threaded (the leaf cannot be a threaded domain): %v: %w", g.dir, err, ErrNotPaceable)
+			return fail(fmt.Errorf("make pace group %s threaded (the leaf cannot be a threaded domain): %v: %w", g.dir, err, ErrNotPaceable))
+		}
+		if err := e.p.enableCPU(ctx, g, parent); err != nil {
+			return fail(err)
 		}
 	}
 	if err := e.setLimit(g); err != nil {
-		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile())
-		e.undoAll(g)
-		return nil, err
+		return fail(err)
 	}
 	return g, nil
 }
@@ -402,7 +437,14 @@ func (e *Paced) setLimit(g *paceGroup) error {
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 	quota := "max" // v2's no limit; v1's is -1
 	if e.quota > 0 {
-		quota = us(max(e.quota/time.Duration(max(len(e.groups), 1)), time.Millisecond))
+		q := max(e.quota/time.Duration(max(len(e.groups), 1)), time.Millisecond)
+		// Not above the tenant's own share: v1 refuses a child's
+		// bandwidth above its parent's (tg_cfs_schedulable_down), and
+		// the parent's holds anyway.
+		if share, ok := e.parentShare(g.parent); ok {
+			q = max(min(q, time.Duration(share*float64(e.period))), time.Millisecond)
+		}
+		quota = us(q)
 	}
 	if e.v2 {
 		return ctlfile.Write(filepath.Join(g.dir, "cpu.max"), quota+" "+us(e.period))
@@ -416,6 +458,38 @@ func (e *Paced) setLimit(g *paceGroup) error {
 		return err
 	}
 	return ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_quota_us"), quota)
+}
+
+// parentShare is the CPU share the tenant's own limit on parent gives, if
+// it has one.
+func (e *Paced) parentShare(parent string) (float64, bool) {
+	if e.v2 {
+		s, err := ctlfile.Read(filepath.Join(parent, "cpu.max"))
+		if err != nil {
+			return 0, false
+		}
+		f := strings.Fields(s)
+		if len(f) != 2 || f[0] == "max" {
+			return 0, false
+		}
+		q, err1 := strconv.ParseFloat(f[0], 64)
+		p, err2 := strconv.ParseFloat(f[1], 64)
+		if err1 != nil || err2 != nil || p <= 0 {
+			return 0, false
+		}
+		return q / p, true
+	}
+	qs, err1 := ctlfile.Read(filepath.Join(parent, "cpu.cfs_quota_us"))
+	ps, err2 := ctlfile.Read(filepath.Join(parent, "cpu.cfs_period_us"))
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	q, err1 := strconv.ParseFloat(qs, 64)
+	p, err2 := strconv.ParseFloat(ps, 64)
+	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+		return 0, false
+	}
+	return q / p, true
 }
 
 // enableCPU enables the cpu controller in leaf's cgroup.subtree_control,

@@ -120,6 +120,39 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 	}
 }
 
+// A thread killed while its pace holds it (1 ms of CPU a second) exits at
+// once once End lifts the limit, and the group goes with the episode:
+// a thread that is exiting cannot be moved out, and it keeps the group
+// populated until its exit has run.
+func TestThePacerEndsAnEpisodeWhoseThreadWasKilled(t *testing.T) {
+	l := paceable(t)
+	c := cgrouptest.New(t, l, 2<<30)
+	j := cgrouptest.Journal(t, l)
+	dir := cgrouptest.DiskDir(t)
+	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=100000")
+	time.Sleep(50 * time.Millisecond) // dd is running
+	home := threadCgroup(t, l, writer.Process.Pid)
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	e, err := p.Pace(t.Context(), c.Path, time.Millisecond, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := filepath.Join(home, journal.PaceGroupName)
+	time.Sleep(20 * time.Millisecond) // dd has spent its millisecond and waits for the next period
+	if err := writer.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.End(); err != nil {
+		t.Fatalf("End beside a killed thread: %v", err)
+	}
+	if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pace group %s is left after End: %v", group, err)
+	}
+	if p := j.Pending(); len(p) != 0 {
+		t.Errorf("pending journal records after End: %v", p)
+	}
+}
+
 // A pace left behind by a crash (no End) is undone by the next start's
 // Recover: the threads go back, the group is removed.
 func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -169,6 +170,19 @@ func (c *Cgroup) Start(t testing.TB, name string, args ...string) *exec.Cmd {
 	return c.start(t, nil, name, args...)
 }
 
+// Output runs name with args inside the cgroup, waits for it and returns
+// its standard output and error together.
+func (c *Cgroup) Output(t testing.TB, name string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := c.startOut(t, &out, nil, name, args...)
+	err := cmd.Wait()
+	if b, ok := cmd.Stderr.(*bytes.Buffer); ok {
+		out.Write(b.Bytes())
+	}
+	return out.String(), err
+}
+
 // joinScript moves the shell into each directory's cgroup.procs given
 // before "--", reports on fd 3 that it did, and executes the rest of its
 // arguments with fd 3 closed.
@@ -176,6 +190,13 @@ const joinScript = `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit
 
 // start is Start with extra files for the command, from fd 4 on.
 func (c *Cgroup) start(t testing.TB, extra []*os.File, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	return c.startOut(t, nil, extra, name, args...)
+}
+
+// startOut is start with the command's stdout to stdout (nil discards
+// it).
+func (c *Cgroup) startOut(t testing.TB, stdout io.Writer, extra []*os.File, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	ready, readyW, err := os.Pipe()
 	if err != nil {
@@ -187,6 +208,7 @@ func (c *Cgroup) start(t testing.TB, extra []*os.File, name string, args ...stri
 	cmd := exec.Command("sh", shArgs...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	cmd.Stdout = stdout
 	cmd.ExtraFiles = append([]*os.File{readyW}, extra...)
 	// A process group of its own, killed whole at cleanup: a shell
 	// loop's dd, left running when only the shell is killed, kept

@@ -43,7 +43,7 @@ type Applied struct {
 // Apply is the one way memcgd changes a control file, so that the rule
 // "journal, then write, then undo" lives in one place. It reads the file's
 // current value (the original) and lets accept refuse it; records the
-// change (synced) with the cgroup's identity and lowest, the value Recover
+// change (written, not synced: see Journal) with the cgroup's identity and lowest, the value Recover
 // treats as memcgd's (value itself, or for a limit that steps down, the
 // lowest it will write); reads the file again, since a change that slipped
 // in between would make the original wrong; and writes value. It returns

@@ -22,9 +22,10 @@ import (
 // (FileTasksV1 or FileThreads), Cgroup the inode of the parent the
 // threads came from, and its undo moves every thread still in the group
 // back to that parent and removes the group. On v2 the pacer may also
-// enable the cpu controller in the leaf's cgroup.subtree_control: that is
-// a record of its own (Original "-cpu", Wrote "+cpu"), made before the
-// group's and so undone after it.
+// enable the cpu controller in the leaf's cgroup.subtree_control, once
+// the group is threaded: that is a record of its own (Original "-cpu",
+// Wrote "+cpu"), made after the group's and so undone first; its undo
+// removes the group first.
 const (
 	PaceGroupName      = "memcgd.pace"
 	FileTasksV1        = "tasks"
@@ -70,20 +71,31 @@ func undoPaceGroup(c Change) (wrote bool, why string, err error) {
 	if _, err := os.Stat(group); errors.Is(err, os.ErrNotExist) {
 		return false, "", nil // never made, or removed already
 	}
-	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path))
+	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path), ReleaseWait)
 	if err != nil {
 		return moved > 0, "", err
 	}
 	return true, "", nil
 }
 
-// ReleasePaceGroup moves every thread of the pace group at dir (listed in
-// file: FileTasksV1 or FileThreads) to its parent and removes dir. Threads
-// that exit meanwhile are skipped; it retries the removal while threads
-// still leave (an exiting task stays listed for a moment). It returns how
-// many threads it moved.
-func ReleasePaceGroup(dir, file string) (moved int, err error) {
+// ReleaseWait is how long ReleasePaceGroup retries the removal of a
+// group that is still busy.
+const ReleaseWait = 50 * time.Millisecond
+
+// ReleasePaceGroup lifts the CPU limit of the pace group at dir, moves
+// every thread of it (listed in file: FileTasksV1 or FileThreads) to its
+// parent and removes dir. A thread that is exiting is not moved
+// (kernel/cgroup/cgroup.c, cgroup_migrate_add_task skips PF_EXITING) and
+// keeps the group populated until its exit reaches cgroup_exit: held by
+// the quota, a killed thread could wait a whole period for the CPU to do
+// so, hence the limit lifted first. It retries the removal for up to wait
+// while threads still leave; one that takes longer leaves an error that
+// wraps unix.EBUSY. It returns how many threads it moved.
+func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err error) {
 	parent := filepath.Join(filepath.Dir(dir), file)
+	if err := liftLimit(dir, file); err != nil {
+		return 0, err
+	}
 	for attempt := 0; ; attempt++ {
 		tids, err := ReadTIDs(filepath.Join(dir, file))
 		if errors.Is(err, host.ErrVanished) {
@@ -105,12 +117,27 @@ func ReleasePaceGroup(dir, file string) (moved int, err error) {
 		switch {
 		case err == nil, errors.Is(err, unix.ENOENT):
 			return moved, nil
-		case errors.Is(err, unix.EBUSY) && attempt < 50:
+		case errors.Is(err, unix.EBUSY) && time.Duration(attempt)*time.Millisecond < wait:
 			time.Sleep(time.Millisecond)
 		default:
 			return moved, fmt.Errorf("remove %s: %w", dir, err)
 		}
 	}
+}
+
+// liftLimit sets the pace group at dir to no CPU limit: cpu.cfs_quota_us
+// -1 on v1 (file FileTasksV1), cpu.max "max" on v2. A group already gone
+// is no error.
+func liftLimit(dir, file string) error {
+	name, none := "cpu.max", "max"
+	if file == FileTasksV1 {
+		name, none = "cpu.cfs_quota_us", "-1"
+	}
+	err := ctlfile.Write(filepath.Join(dir, name), none)
+	if err != nil && !errors.Is(err, host.ErrVanished) {
+		return fmt.Errorf("lift the limit of %s: %w", dir, err)
+	}
+	return nil
 }
 
 // ReadTIDs reads a cgroup's thread list (tasks, cgroup.threads).
@@ -131,7 +158,10 @@ func ReadTIDs(p string) ([]int, error) {
 }
 
 // undoSubtreeControl disables the cpu controller memcgd enabled in a
-// leaf's cgroup.subtree_control, if it is still enabled.
+// leaf's cgroup.subtree_control, if it is still enabled, once the pace
+// group that needed it is gone (its record is older than the group's, so
+// Recover undoes it after the group's; a crash between can leave the
+// group, which this removes first).
 func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	ino, err := ctlfile.FileIno(c.Path)
 	switch {
@@ -141,6 +171,9 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 		return false, "", err
 	case ino != c.Cgroup:
 		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
+	}
+	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil {
+		return false, "", err
 	}
 	cur, err := ctlfile.Read(c.Path)
 	if err != nil {

@@ -49,6 +49,9 @@ func (h Hierarchy) Dir(cg host.Cgroup) string {
 
 // Cgroup returns the cgroup whose directory is dir, the inverse of Dir.
 func (h Hierarchy) Cgroup(dir string) (host.Cgroup, error) {
+	if aboveRoot(h.Root) {
+		return "", fmt.Errorf("directory %s: the cgroup %s mount %s shows cgroup %s, above the cgroup namespace's root: no host path names it", dir, h.Version, h.Mount, h.Root)
+	}
 	rel, err := filepath.Rel(h.Mount, filepath.Clean(dir))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("directory %s: not inside the cgroup %s mount %s", dir, h.Version, h.Mount)
@@ -59,6 +62,12 @@ func (h Hierarchy) Cgroup(dir string) (host.Cgroup, error) {
 // Within returns cg relative to root ("." for root itself) when cg is root
 // or beneath it: both are cgroup paths, or both paths of directories.
 func Within(root, cg string) (string, bool) {
+	// A root above the reader's cgroup namespace ("/../..", see
+	// PrivateNamespace) has no path relative to it that names a cgroup:
+	// path.Clean would make it "/".
+	if aboveRoot(root) {
+		return "", false
+	}
 	root, cg = path.Clean(root), path.Clean(cg)
 	if !path.IsAbs(cg) {
 		return "", false
@@ -94,15 +103,9 @@ type Layout struct {
 // (a controller is bound to one hierarchy at a time), and otherwise on the
 // v1 mount whose superblock options name it.
 func Discover(procRoot string) (Layout, error) {
-	p := filepath.Join(procRoot, "self", "mountinfo")
-	f, err := os.Open(p)
+	mounts, err := readMounts(procRoot)
 	if err != nil {
 		return Layout{}, fmt.Errorf("discover cgroup mounts: %w", err)
-	}
-	defer f.Close()
-	mounts, err := format.ParseMountInfo(f)
-	if err != nil {
-		return Layout{}, fmt.Errorf("discover cgroup mounts: %s: %w", p, err)
 	}
 
 	var l Layout

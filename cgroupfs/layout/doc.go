@@ -2,7 +2,8 @@
 // cgroups to their directories: Discover reads mountinfo into a Layout
 // (the memory hierarchy, and the unified and v1 freezer ones when
 // mounted), Self* read the calling process's own cgroups, Walk lists a
-// subtree.
+// subtree, PrivateNamespace tells whether the paths the process reads are
+// the host's or its own cgroup namespace's.
 //
 // A cgroup is named by its path in its hierarchy, as /proc/PID/cgroup
 // gives it (host.Cgroup); a Hierarchy turns it into a directory and back.

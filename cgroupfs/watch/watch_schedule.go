@@ -8,7 +8,7 @@ import (
 // The v2 usage poll's schedule. Cgroup v2 has no usage thresholds, so the
 // Watcher reads memory.current of each cgroup watched with a UsageAbove;
 // reading all of them every few seconds costs most of what 10,000 idle
-// cgroups cost (docs/fastpath.md). Each cgroup is therefore read again
+// cgroups cost (docs/lab/2026-11-30-fastpath.md). Each cgroup is therefore read again
 // after an interval of its own: the time it needs, growing at the larger
 // of its recent growth rate and UsageRate, to cover its distance to the
 // threshold, within MinUsagePoll and UsagePoll. A cgroup far below its

@@ -24,7 +24,7 @@ var capabilities = []capability{
 	{unix.CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE", "control files of cgroups delegated to other users cannot be written"},
 	{unix.CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH", "tenants' files cannot be opened for write-out, nor closed files reopened by handle (open_by_handle_at)"},
 	{unix.CAP_SYS_PTRACE, "CAP_SYS_PTRACE", "other users' tasks' /proc/PID/fd, io and maps cannot be read: no targeted write-out for them"},
-	{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "shared file mappings (/proc/PID/map_files) are never written out"},
+	{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "shared file mappings (/proc/PID/map_files) are never written out; in a cgroup namespace of its own, memcgd cannot join the host's"},
 	{unix.CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE", "PSI triggers with a window that is not a multiple of 2 s are refused (kernel 6.5 and later)"},
 	{unix.CAP_BPF, "CAP_BPF", "the eBPF dirty tracker cannot load"},
 	{unix.CAP_PERFMON, "CAP_PERFMON", "the eBPF dirty tracker cannot attach to the kernel's tracepoints"},

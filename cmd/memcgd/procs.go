@@ -20,7 +20,7 @@ import (
 // write-outs blocked at once left no P for the goroutine that reads the
 // tracker's ring buffer: wake-ups came out of the ring 6 to 8.5 ms late,
 // all at once, while two write-outs took 25 ms (the unpaced writer test's
-// trace, docs/closedloop.md). With as many Ps in reserve as the workers
+// trace, docs/lab/2026-11-30-closedloop.md). With as many Ps in reserve as the workers
 // that step cgroups, as many write-outs can block while the steps and the
 // ring's reader still find a P; the CPUs are shared by the kernel's
 // scheduler as before.

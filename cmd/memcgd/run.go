@@ -83,10 +83,14 @@ itself (its own and their ancestors) are never frozen nor reclaimed: the log
 and the daemon's status report them as "not throttled: holds memcgd". SIGHUP reloads
 the config, and so does a change of the --config file's content (read every
 --config-check-interval: a mounted ConfigMap's update arrives so); a bad config,
-or one that changes manage.under, is refused and the running one kept.
+or one that changes manage.under or names a subtree that does not exist, is
+refused and the running one kept.
 
 The metrics endpoint (--listen) also serves /healthz (alive) and /readyz (200
 once the first scan of the cgroups is done, 503 with the reason before).
+
+In a cgroup namespace of its own (a container's), the daemon joins PID 1's, the
+host's with hostPID, and executes itself again there, or refuses to start.
 
 --dry-run observes and decides as the daemon does, and counts and logs what
 it would have done (memcgd stat, memcgd top and the metrics show it, with
@@ -225,6 +229,12 @@ func run(ctx context.Context, f *runFlags) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(f.logLevel)) // checked by runFlags.check
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// First: in a cgroup namespace of its own, memcgd executes itself
+	// again in the host's (cgroupns.go) and this image goes no further.
+	l, err := hostLayout(f.procRoot, log)
+	if err != nil {
+		return err
+	}
 	logMissingCapabilities(log, f.procRoot)
 	logSchedSlice(log, f.schedSlice)
 	raiseProcs(log, f.workers)
@@ -239,15 +249,11 @@ func run(ctx context.Context, f *runFlags) error {
 	if f.configCheck < 0 {
 		return fmt.Errorf("--config-check-interval: invalid value %v: allowed a positive duration, or 0 for SIGHUP only", f.configCheck)
 	}
-	cfg, loaded, err := readConfig(f.configPath)
+	cfg, loaded, err := readConfigIn(f.configPath, l)
 	if err != nil {
 		return err
 	}
 	reloads := metrics.NewConfigReloads(time.Now())
-	l, err := layout.Discover(f.procRoot)
-	if err != nil {
-		return err
-	}
 	j, err := journal.OpenJournal(f.journal, l)
 	if err != nil {
 		return err
@@ -345,7 +351,7 @@ func run(ctx context.Context, f *runFlags) error {
 		go watchConfig(ctx, f.configPath, loaded, f.configCheck, log, changed)
 	}
 	go reloadLoop(ctx, hup, changed, &reloader{
-		load: func() (*config.Config, error) { return loadConfig(f.configPath) }, apply: a.Reload, running: cfg, reloads: reloads,
+		load: func() (*config.Config, error) { return loadConfigIn(f.configPath, l) }, apply: a.Reload, running: cfg, reloads: reloads,
 		log: log, path: f.configPath, now: time.Now,
 	})
 

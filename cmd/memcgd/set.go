@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -111,7 +110,7 @@ func parsePairs(args []string) (map[string]string, error) {
 // resolveCgroup reads a CGROUP argument: a hierarchy path or a directory
 // in cgroupfs.
 func resolveCgroup(procRoot, arg string) (host.Cgroup, error) {
-	l, err := layout.Discover(procRoot)
+	l, err := hostLayout(procRoot, nil)
 	if err != nil {
 		return "", err
 	}

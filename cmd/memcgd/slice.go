@@ -30,7 +30,7 @@ const (
 	// preempt one another and the writer more, and E1 and E2 wrote 6 %
 	// and 8 % slower than at 300 µs for about the same p99 of
 	// dirty+writeback (6 interleaved runs each of 0, 100 µs and 300 µs;
-	// docs/results.md, "Fourth session").
+	// docs/lab/2026-11-30-results.md, "Fourth session").
 	DefaultSchedSlice = 300 * time.Microsecond
 	minSchedSlice     = 100 * time.Microsecond
 	maxSchedSlice     = 100 * time.Millisecond

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -87,7 +86,7 @@ func newStatCmd() *cobra.Command {
 		Long:  statHelp,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := layout.Discover(procRoot)
+			l, err := hostLayout(procRoot, nil)
 			if err != nil {
 				return err
 			}
@@ -116,7 +115,7 @@ func newStatCmd() *cobra.Command {
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(configPath)
+			cfg, err := loadConfigIn(configPath, l)
 			if err != nil {
 				return err
 			}
@@ -148,7 +147,7 @@ func newStatCmd() *cobra.Command {
 			return errs
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats}, sizes in bytes, yes/no as booleans, null for n/a and for no limit")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, managed, unmanaged, state, since, dry_run, stats, throttle_unavailable}; in stats sizes in bytes, yes/no as booleans, null for n/a and for no limit")
 	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`; when nothing answers there, cgroupfs is read directly")
 	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the `FILE` of the overrides memcgd set persisted, applied when cgroupfs is read directly")
 	addConfigFlag(cmd, &configPath)

@@ -5,10 +5,23 @@
 //	writer -file /var/tmp/f -size 2G -chunk 1M -rate 100M [-fsync]
 //
 // -rate is in bytes per second with memparse suffixes (100M is 100 MiB/s);
-// 0 writes as fast as the kernel lets it. The bucket holds one chunk, so a
-// writer held up (by reclaim, by a throttle) does not burst afterwards to
-// catch up: it writes at most -rate from then on, as a paced producer
-// would.
+// 0 writes as fast as the kernel lets it. The bucket (lab.Bucket) holds
+// one chunk, so a writer held up (by reclaim, by a throttle) does not
+// burst afterwards to catch up: it writes at most -rate from then on, as a
+// paced producer would.
+//
+// With -from it is dd: each chunk is read(2) from a source, /dev/zero
+// (zero) or a pipe that a thread of its own fills with zeros in chunk-sized
+// write(2)s (pipe, as `cat /dev/zero | dd`), and what the read returned is
+// write(2)n, as dd without iflag=fullblock does. A read that returns less
+// than asked is a short read, a write that writes less than asked a short
+// write (the rest is written by the next call); both are counted, as are
+// calls that failed with EINTR, and the feeder's own short writes into the
+// pipe. The writer stops when -size bytes are written, so the file is
+// complete whatever the reads returned. Without -from it writes a buffer
+// of zeros and reads nothing.
+//
+//	writer -file /var/tmp/f -size 1G -from zero
 //
 // With -stdin it writes on demand instead, for measuring reactions to a
 // write: it prints "ready", then for each decimal byte count N read from
@@ -51,6 +64,7 @@ func run() error {
 		// budget makes the writer pace itself as an ideal throttle would.
 		budget lab.Size
 		sync   = flag.Bool("fsync", false, "fsync the file after writing it, timed separately")
+		from   = flag.String("from", "", "read each chunk from a source first, as dd: zero (/dev/zero) or pipe (a pipe fed by a thread of the writer); empty reads nothing")
 		stdin  = flag.Bool("stdin", false, "write on demand: a byte count per line of standard input, printing when each write(2) began")
 	)
 	flag.Var(&size, "size", "bytes to write")
@@ -63,6 +77,9 @@ func run() error {
 	}
 	if chunk == 0 {
 		return fmt.Errorf("-chunk: invalid value 0: want at least one byte")
+	}
+	if *from != "" && *from != "zero" && *from != "pipe" {
+		return fmt.Errorf("-from: invalid value %q: want zero, pipe or nothing", *from)
 	}
 	f, err := os.OpenFile(*file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -78,14 +95,31 @@ func run() error {
 	buf := make([]byte, chunk)
 
 	start := time.Now()
-	b := bucket{rate: float64(rate), capacity: float64(chunk), tokens: float64(chunk), last: start}
+	b := lab.NewBucket(uint64(rate), uint64(chunk))
 	p := pacer{fd: int(f.Fd()), budget: uint64(budget), chunk: uint64(chunk)}
+	var src *source
+	if *from != "" {
+		if src, err = openSource(*from, uint64(chunk), uint64(size)); err != nil {
+			return err
+		}
+		defer src.close()
+	}
+	var res lab.WriterResult
 	var written uint64
 	for written < uint64(size) {
 		n := min(uint64(chunk), uint64(size)-written)
-		b.take(float64(n))
-		if _, err := f.Write(buf[:n]); err != nil {
-			return fmt.Errorf("write %s at %d: %w", *file, written, err)
+		b.Take(n)
+		if src == nil {
+			if _, err := f.Write(buf[:n]); err != nil {
+				return fmt.Errorf("write %s at %d: %w", *file, written, err)
+			}
+		} else {
+			if n, err = src.read(buf[:n], &res, start); err != nil {
+				return err
+			}
+			if err := writeAll(int(f.Fd()), buf[:n], &res); err != nil {
+				return fmt.Errorf("write %s at %d: %w", *file, written, err)
+			}
 		}
 		if err := p.wrote(written, n); err != nil {
 			return fmt.Errorf("pace %s at %d: %w", *file, written, err)
@@ -103,33 +137,13 @@ func run() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", *file, err)
 	}
-	return json.NewEncoder(os.Stdout).Encode(lab.WriterResult{
-		Bytes: written, WriteSeconds: wrote.Seconds(), FsyncSeconds: synced.Seconds(),
-	})
-}
-
-// bucket is a token bucket of bytes; a zero rate never waits.
-type bucket struct {
-	rate, capacity, tokens float64
-	last                   time.Time
-}
-
-// take waits until n bytes' tokens are in the bucket and takes them.
-func (b *bucket) take(n float64) {
-	if b.rate == 0 {
-		return
+	if src != nil {
+		if res.FeederShortWrites, err = src.close(); err != nil {
+			return err
+		}
 	}
-	now := time.Now()
-	b.tokens = min(b.capacity, b.tokens+b.rate*now.Sub(b.last).Seconds())
-	b.last = now
-	if b.tokens < n {
-		wait := time.Duration((n - b.tokens) / b.rate * float64(time.Second))
-		time.Sleep(wait)
-		now = time.Now()
-		b.tokens = min(b.capacity, b.tokens+b.rate*now.Sub(b.last).Seconds())
-		b.last = now
-	}
-	b.tokens -= n
+	res.Bytes, res.WriteSeconds, res.FsyncSeconds = written, wrote.Seconds(), synced.Seconds()
+	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
 // maxDemand bounds one on-demand write.

@@ -8,7 +8,7 @@
 // every 10 ms. memcgd had three such waiters (the tracker's two rings and
 // the Watcher's loop); a goroutine made runnable meanwhile waited for
 // sysmon while the remaining Ps were busy: 4 to 14 ms in an execution
-// trace of the daemon under the unpaced writer test (docs/closedloop.md).
+// trace of the daemon under the unpaced writer test (docs/lab/2026-11-30-closedloop.md).
 // The poller parks a waiting goroutine without a P, and sysmon has no P
 // to take back.
 package pollfd

@@ -102,7 +102,7 @@ func (h *Host) WriteOut(_ context.Context, cg host.Cgroup) (host.WriteOut, error
 	if err != nil {
 		return host.WriteOut{}, err
 	}
-	n := h.k.WriteoutMemcg(m, kernel.WBReasonTargeted, false)
+	n := h.k.SyncMemcg(m)
 	h.WriteOuts++
 	return host.WriteOut{Files: 1, Bytes: uint64(n) * kernel.PageSize}, nil
 }

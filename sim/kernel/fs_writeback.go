@@ -42,6 +42,10 @@ type wbWork struct {
 	forKupdate    bool
 	forBackground bool
 	memcgBg       bool // seed 004: stop when the cgroup is under its background threshold
+	// caller says the write-out runs in the caller's context
+	// (sync_file_range(SYNC_FILE_RANGE_WRITE): __filemap_fdatawrite_range
+	// in mm/filemap.c), not the flusher's.
+	caller bool
 }
 
 type bdiWriteback struct {
@@ -61,7 +65,14 @@ type bdiWriteback struct {
 	startAll  bool
 	blocked   bool // waiting for a free disk request
 	queuedAt  Time // when a flusher event is queued; -1 if none
-	gen       uint32
+	// ownAt is when the flusher itself is woken (wb_wakeup,
+	// wb_wakeup_delayed: work of its own, a periodic or background
+	// flush); -1 if it is not. Only such a run goes on to periodic and
+	// background writeback once its queue is done (wb_do_writeback());
+	// a write-out in a caller's context (sync_file_range) is no
+	// flusher run at all.
+	ownAt Time
+	gen   uint32
 
 	lastOldFlush Time
 
@@ -88,7 +99,7 @@ func (k *Kernel) wbFor(disk int32, m int32) int32 {
 }
 
 func (k *Kernel) newWB(disk, m int32) int32 {
-	w := bdiWriteback{disk: disk, memcg: m, queuedAt: -1, bw: newWBBandwidth(k.now)}
+	w := bdiWriteback{disk: disk, memcg: m, queuedAt: -1, ownAt: -1, bw: newWBBandwidth(k.now)}
 	for i := range w.lists {
 		w.lists[i] = inodeList{nilIdx, nilIdx}
 	}
@@ -156,6 +167,16 @@ func (k *Kernel) wbHasDirtyIO(w int32) bool {
 // by then.
 func (k *Kernel) queueFlusher(w int32, at Time) {
 	wb := &k.wbs[w]
+	if wb.ownAt < 0 || at < wb.ownAt {
+		wb.ownAt = at
+	}
+	k.queueRun(w, at)
+}
+
+// queueRun makes wb w's queue run at time at, unless it already will by
+// then, without waking the flusher for work of its own.
+func (k *Kernel) queueRun(w int32, at Time) {
+	wb := &k.wbs[w]
 	if wb.blocked {
 		return
 	}
@@ -177,9 +198,15 @@ func (k *Kernel) wbStartWriteback(w int32, reason uint8) {
 	k.queueFlusher(w, k.now)
 }
 
-// wbQueueWork queues a work item on w (wb_queue_work).
+// wbQueueWork queues a work item on w (wb_queue_work). Work in a
+// caller's context (wbWork.caller) runs on the same queue, for the disk's
+// sake, but does not wake the flusher.
 func (k *Kernel) wbQueueWork(w int32, work wbWork) {
 	k.wbs[w].work = append(k.wbs[w].work, work)
+	if work.caller {
+		k.queueRun(w, k.now)
+		return
+	}
 	k.queueFlusher(w, k.now)
 }
 
@@ -215,6 +242,17 @@ func (k *Kernel) wakeupFlusherThreads(reason uint8, lruMemcg int32, sc *scanCont
 // on every disk (what memcgd's targeted write-out and the seeds' per-cgroup
 // write-out do); it returns how many dirty pages m held.
 func (k *Kernel) WriteoutMemcg(m int32, reason uint8, background bool) int64 {
+	return k.writeoutMemcg(m, wbWork{reason: reason, memcgBg: background})
+}
+
+// SyncMemcg is memcgd's targeted write-out: sync_file_range of the dirty
+// inodes owned by m's subtree, in the caller's context, which wakes no
+// flusher; it returns how many dirty pages m held.
+func (k *Kernel) SyncMemcg(m int32) int64 {
+	return k.writeoutMemcg(m, wbWork{reason: WBReasonTargeted, caller: true})
+}
+
+func (k *Kernel) writeoutMemcg(m int32, work wbWork) int64 {
 	dirty := k.memcgs[m].hstat[msFileDirty]
 	if dirty == 0 {
 		return 0
@@ -228,7 +266,8 @@ func (k *Kernel) WriteoutMemcg(m int32, reason uint8, background bool) int64 {
 			if k.cfg.CgroupVersion == 2 && !k.isAncestor(m, wb.memcg) {
 				continue
 			}
-			k.wbQueueWork(int32(w), wbWork{nrPages: dirty + dirty/4, memcg: m, reason: reason, memcgBg: background})
+			work.nrPages, work.memcg = dirty+dirty/4, m
+			k.wbQueueWork(int32(w), work)
 		}
 	}
 	return dirty
@@ -259,6 +298,9 @@ func (k *Kernel) flusherRun(w int32) {
 	wb.queuedAt = -1
 	for {
 		if !wb.haveCur && !k.nextWork(w) {
+			if wb.ownAt >= 0 && wb.ownAt <= k.now {
+				wb.ownAt = -1
+			}
 			break
 		}
 		if !k.writebackWork(w) {
@@ -282,6 +324,8 @@ func (k *Kernel) nextWork(w int32) bool {
 	case wb.startAll:
 		wb.startAll = false
 		wb.cur = wbWork{nrPages: wb.reclaimable, memcg: nilIdx, reason: WBReasonVmscan}
+	case wb.ownAt < 0 || k.now < wb.ownAt:
+		return false // a caller's write-out is done; the flusher was not woken
 	case k.cfg.DirtyWritebackInterval > 0 && k.now >= wb.lastOldFlush+k.cfg.DirtyWritebackInterval:
 		wb.lastOldFlush = k.now
 		wb.cur = wbWork{nrPages: wb.reclaimable, memcg: nilIdx, reason: WBReasonPeriodic, forKupdate: true}

@@ -102,3 +102,46 @@ func TestFdatasyncOfACleanFile(t *testing.T) {
 		t.Errorf("sleeping %v, in progress %v", task.sleeping, task.sync.ino != nilIdx)
 	}
 }
+
+// dirtyOnce writes pages into its inode and exits.
+type dirtyOnce struct {
+	ino   int32
+	pages int64
+}
+
+func (d *dirtyOnce) Step(k *Kernel, t *Task) bool {
+	k.Write(t, d.ino, 0, d.pages, d.pages, 1)
+	return true
+}
+
+// sync_file_range(SYNC_FILE_RANGE_WRITE) writes in the caller's context
+// (mm/filemap.c, __filemap_fdatawrite_range) and wakes no flusher, so
+// memcgd's write-out of one cgroup leaves another's dirty pages alone;
+// a flusher run (wb_do_writeback() in fs/fs-writeback.c) goes on to
+// background writeback once its queue is done, and writes them too while
+// the wb has completed too little writeback for a share of the threshold.
+func TestACallersWriteOutWakesNoFlusher(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		writeOut  func(k *Kernel, m int32)
+		othersAre uint64 // dirty pages of the other cgroup after it
+	}{
+		{"sync_file_range in the caller's context", func(k *Kernel, m int32) { k.SyncMemcg(m) }, 10},
+		{"a flusher work item", func(k *Kernel, m int32) { k.WriteoutMemcg(m, WBReasonTargeted, false) }, 0},
+	} {
+		k := testKernel(t, 1, Options{})
+		a, b := k.NewMemcg(0, "/a", -1, -1), k.NewMemcg(0, "/b", -1, -1)
+		for _, m := range []int32{a, b} {
+			k.NewTask("w", m, &dirtyOnce{ino: k.NewInode(0), pages: 10}, 0)
+		}
+		k.Advance(10 * Millisecond)
+		tt.writeOut(k, a)
+		k.Advance(Second) // before the flushers' delayed wake-up (5 s)
+		if s := k.Stat(a); s.Dirty != 0 {
+			t.Errorf("%s: the written cgroup holds %d dirty bytes, want 0", tt.name, s.Dirty)
+		}
+		if s := k.Stat(b); s.Dirty != tt.othersAre*PageSize {
+			t.Errorf("%s: the other cgroup holds %d dirty pages, want %d", tt.name, s.Dirty/PageSize, tt.othersAre)
+		}
+	}
+}

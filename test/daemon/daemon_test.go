@@ -39,6 +39,11 @@ type daemon struct {
 	// join are the cgroup directories the daemon is started in (every
 	// hierarchy's), none to leave it in the test's own.
 	join []string
+	// wrap is a command the daemon is started under, the daemon's command
+	// line following wrap's arguments, and attr the attributes (new
+	// namespaces) of the process started: the pods of namespace_test.go.
+	wrap []string
+	attr *syscall.SysProcAttr
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -137,14 +142,16 @@ func (d *daemon) launch() {
 	args := append([]string{"run", "--config", d.config,
 		"--journal", d.journal, "--overrides", d.overrides,
 		"--socket", d.socket, "--listen", d.listen}, d.flags...)
+	cmdline := append(append(append([]string(nil), d.wrap...), d.bin), args...)
 	if len(d.join) > 0 {
 		// A shell joins the cgroups and executes the daemon: it runs
 		// inside them from its first instruction, under the same PID.
 		sh := append([]string{"-c", joinScript, "sh"}, d.join...)
-		d.cmd = exec.Command("sh", append(append(append(sh, "--"), d.bin), args...)...)
+		d.cmd = exec.Command("sh", append(append(sh, "--"), cmdline...)...)
 	} else {
-		d.cmd = exec.Command(d.bin, args...)
+		d.cmd = exec.Command(cmdline[0], cmdline[1:]...)
 	}
+	d.cmd.SysProcAttr = d.attr
 	d.cmd.Stderr, d.cmd.Stdout = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("start memcgd: %v", err)

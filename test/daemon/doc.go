@@ -3,7 +3,8 @@
 // dirty_background, seed 001's background reclaim), its promise that a
 // crash or SIGTERM leaves no lowered limit and no frozen cgroup behind,
 // config reloads, runtime overrides over the control socket, cgroups that
-// vanish under it, and its idle overhead over thousands of cgroups.
+// vanish under it, a pod's cgroup namespace and a manage.under that does
+// not exist, and its idle overhead over thousands of cgroups.
 //
 // Each test builds its cgroups with cgrouptest beneath the test process's
 // own memory cgroup and runs the daemon with manage.under set to the test's

@@ -24,10 +24,17 @@ var errNoBinary = errors.New("no memcgd binary: no Go toolchain to build ./cmd/m
 
 // TestMain builds the daemon once for the whole run. Started with
 // anonHelper as its first argument, the test binary is the anonymous
-// memory helper instead (startAnon).
+// memory helper instead (startAnon); with nodeHelper or podHelper, a
+// launcher of processes in namespaces (pod_test.go).
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == anonHelper {
 		os.Exit(runAnonHelper(os.Args[2]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == sleeperHelper {
+		os.Exit(runSleeperHelper(os.Args[2]))
+	}
+	if len(os.Args) > 1 && (os.Args[1] == nodeHelper || os.Args[1] == podHelper) {
+		os.Exit(runNamespaceHelper(os.Args[1], os.Args[2:]))
 	}
 	dir, err := os.MkdirTemp("", "memcgd-daemon-test-")
 	if err != nil {

@@ -35,7 +35,7 @@ const userHZ = 100
 // that), starts a daemon managing them, waits for it to settle (every
 // cgroup listed and stepped once, its CPU time flat), then reads its CPU
 // time (/proc/PID/stat utime+stime) over an idle window and its peak RSS
-// (VmHWM in /proc/PID/status), and prints a table (docs/overhead.md).
+// (VmHWM in /proc/PID/status), and prints a table (docs/lab/2026-11-30-overhead.md).
 //
 // It is heavy (tens of thousands of cgroupfs writes, minutes of wall
 // time), so it runs only with MEMCGD_OVERHEAD=1; MEMCGD_OVERHEAD_SIZES
@@ -45,7 +45,7 @@ const userHZ = 100
 //
 //	MEMCGD_OVERHEAD=1 go test ./test/daemon -run TestOverhead -v -timeout 30m
 //
-// and in the cgroup v2 test VM (docs/results/issue7-vm.md):
+// and in the cgroup v2 test VM (docs/lab/raw/issue7-vm.md):
 //
 //	go run ./test/vm/cmd/vmrun -cgroup v2 -mem 4096 -timeout 25m -env MEMCGD_OVERHEAD=1 \
 //		-env MEMCGD_OVERHEAD_SIZES=10000 -env MEMCGD_OVERHEAD_WINDOW=30s -pkg ./test/daemon -run 'TestOverhead$'

@@ -131,10 +131,16 @@ type DaemonResult struct {
 	// Startup is how long it took from its start until it had observed
 	// the arm's cgroup.
 	Startup time.Duration
-	// Busy is the daemon's CPU use during the workload, from MarkBusy to
-	// EndArm's reading: CPU time over wall time (1 is one core); −1 when
-	// it was not measured.
+	// Busy is the daemon's CPU use during the workload, from BusyStart
+	// to BusyEnd: CPU time over wall time (1 is one core); −1 when it was
+	// not measured.
 	Busy float64
+	// Sched is the daemon's threads' scheduler statistics over the same
+	// interval, summed (Slices: how often its threads were put on a CPU,
+	// about one per wake-up), and BusyWall the interval; both zero when
+	// Busy was not measured.
+	Sched    SchedStat
+	BusyWall time.Duration
 }
 
 // Tracker says which dirty-tracking path the daemon reported for the
@@ -156,12 +162,13 @@ func (r DaemonResult) Tracker() string {
 // EndArm reads d's counters for c, stops d (SIGTERM, exit status 0) and
 // checks that it left c and the lab's Root as it found them. With a nil d
 // it returns the zero DaemonResult. The daemon's CPU use during the
-// workload (DaemonResult.Busy) is measured from d.MarkBusy to this call.
+// workload (DaemonResult.Busy) is measured from d.BusyStart to d.BusyEnd.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
 		return DaemonResult{Busy: -1}, nil
 	}
 	busy := d.busy()
+	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
 		return DaemonResult{}, err
@@ -172,5 +179,6 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 	if err := CheckUntouched(b.Root, c); err != nil {
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
-	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy}, nil
+	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
+		Sched: sched, BusyWall: wall}, nil
 }

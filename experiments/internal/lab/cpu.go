@@ -9,45 +9,96 @@ import (
 	"time"
 )
 
-// cpuTime is the CPU time process pid's threads have used, the sum of the
-// first field of /proc/PID/task/*/schedstat (nanoseconds on the CPU,
-// kernel/sched/stats.c show_schedstat). Unlike the rusage, it is read
-// while the process runs, at nanosecond resolution; a thread that exited
-// takes its time with it, so it can undercount across a thread's exit
-// (rare in a Go daemon, whose runtime keeps its threads).
-func cpuTime(pid int) (time.Duration, error) {
+// SchedStat is a task's scheduler statistics (/proc/PID/task/TID/schedstat,
+// kernel/sched/stats.c show_schedstat): time on a CPU, time runnable but
+// waiting for one, and how many times it was put on a CPU. The kernel keeps
+// them (CONFIG_SCHED_INFO) whatever kernel.sched_schedstats says.
+type SchedStat struct {
+	// Run is the time on a CPU.
+	Run time.Duration `json:"run_ns"`
+	// Wait is the time runnable on a run queue, waiting for a CPU.
+	Wait time.Duration `json:"wait_ns"`
+	// Slices is how many times the task was put on a CPU: each wake-up
+	// and each preemption it came back from counts one.
+	Slices uint64 `json:"slices"`
+}
+
+// Sub is s − t, field by field.
+func (s SchedStat) Sub(t SchedStat) SchedStat {
+	return SchedStat{Run: s.Run - t.Run, Wait: s.Wait - t.Wait, Slices: s.Slices - t.Slices}
+}
+
+// ReadSchedStat reads a schedstat file: /proc/thread-self/schedstat for
+// the calling thread, /proc/PID/task/TID/schedstat for another.
+func ReadSchedStat(path string) (SchedStat, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return SchedStat{}, err
+	}
+	s, err := parseSchedStat(string(b))
+	if err != nil {
+		return SchedStat{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// parseSchedStat parses the three fields of a schedstat file: nanoseconds
+// on the CPU, nanoseconds waiting on a run queue, timeslices.
+func parseSchedStat(s string) (SchedStat, error) {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return SchedStat{}, fmt.Errorf("schedstat %q: %d fields, want 3", s, len(f))
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return SchedStat{}, fmt.Errorf("schedstat field %d %q: want a whole number", i+1, f[i])
+		}
+		v[i] = n
+	}
+	return SchedStat{Run: time.Duration(v[0]), Wait: time.Duration(v[1]), Slices: v[2]}, nil
+}
+
+// processSchedStat is the sum of the schedstat of process pid's threads.
+// Unlike the rusage, it is read while the process runs, at nanosecond
+// resolution; a thread that exited takes its time with it, so it can
+// undercount across a thread's exit (rare in a Go daemon, whose runtime
+// keeps its threads).
+func processSchedStat(pid int) (SchedStat, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, fmt.Errorf("cpu time of %d: %w", pid, err)
+		return SchedStat{}, fmt.Errorf("schedstat of %d: %w", pid, err)
 	}
-	var sum time.Duration
+	var sum SchedStat
 	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		s, err := ReadSchedStat(filepath.Join(dir, t.Name(), "schedstat"))
 		if os.IsNotExist(err) {
 			continue // the thread exited meanwhile
 		}
 		if err != nil {
-			return 0, fmt.Errorf("cpu time of %d: %w", pid, err)
+			return SchedStat{}, fmt.Errorf("schedstat of %d: %w", pid, err)
 		}
-		f := strings.Fields(string(b))
-		if len(f) < 1 {
-			return 0, fmt.Errorf("cpu time of %d: %s/schedstat: empty", pid, t.Name())
-		}
-		ns, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("cpu time of %d: %s/schedstat: %w", pid, t.Name(), err)
-		}
-		sum += time.Duration(ns)
+		sum.Run += s.Run
+		sum.Wait += s.Wait
+		sum.Slices += s.Slices
 	}
 	return sum, nil
 }
 
-// busyMark is a reading of a process's CPU time and the wall clock.
+// cpuTime is the CPU time process pid's threads have used (processSchedStat).
+func cpuTime(pid int) (time.Duration, error) {
+	s, err := processSchedStat(pid)
+	return s.Run, err
+}
+
+// busyMark is a reading of a process's scheduler statistics and the wall
+// clock.
 type busyMark struct {
-	cpu time.Duration
-	at  time.Time
-	ok  bool
+	sched SchedStat
+	at    time.Time
+	ok    bool
 }
 
 // BusyStart marks the start of the workload whose daemon CPU use EndArm
@@ -67,8 +118,8 @@ func (d *Daemon) BusyEnd() {
 }
 
 func (d *Daemon) mark() busyMark {
-	cpu, err := cpuTime(d.cmd.Process.Pid)
-	return busyMark{cpu: cpu, at: time.Now(), ok: err == nil}
+	s, err := processSchedStat(d.cmd.Process.Pid)
+	return busyMark{sched: s, at: time.Now(), ok: err == nil}
 }
 
 // busy is the daemon's CPU use between BusyStart and BusyEnd (1 is one
@@ -77,5 +128,15 @@ func (d *Daemon) busy() float64 {
 	if !d.busyFrom.ok || !d.busyTo.ok || !d.busyTo.at.After(d.busyFrom.at) {
 		return -1
 	}
-	return float64(d.busyTo.cpu-d.busyFrom.cpu) / float64(d.busyTo.at.Sub(d.busyFrom.at))
+	return float64(d.busyTo.sched.Run-d.busyFrom.sched.Run) / float64(d.busyTo.at.Sub(d.busyFrom.at))
+}
+
+// busySched is the daemon's scheduler statistics between BusyStart and
+// BusyEnd, and the wall time between them; ok is false when either mark
+// is missing.
+func (d *Daemon) busySched() (s SchedStat, wall time.Duration, ok bool) {
+	if !d.busyFrom.ok || !d.busyTo.ok || !d.busyTo.at.After(d.busyFrom.at) {
+		return SchedStat{}, 0, false
+	}
+	return d.busyTo.sched.Sub(d.busyFrom.sched), d.busyTo.at.Sub(d.busyFrom.at), true
 }

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,5 +32,57 @@ func TestCPUTimeCountsThisProcessBusyLoop(t *testing.T) {
 	}
 	if _, err := cpuTime(-1); err == nil {
 		t.Error("cpuTime(-1): no error, want one naming the pid")
+	}
+}
+
+func TestParseSchedStat(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    SchedStat
+		errPart string
+	}{
+		{in: "83463448 145092599 300\n", want: SchedStat{Run: 83463448, Wait: 145092599, Slices: 300}},
+		{in: "0 0 0", want: SchedStat{}},
+		{in: "1 2", errPart: "2 fields, want 3"},
+		{in: "1 x 3", errPart: `field 2 "x"`},
+	} {
+		got, err := parseSchedStat(tc.in)
+		if tc.errPart != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errPart) {
+				t.Errorf("parseSchedStat(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.errPart)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseSchedStat(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestSchedStatSub(t *testing.T) {
+	a := SchedStat{Run: 10 * time.Millisecond, Wait: 3 * time.Millisecond, Slices: 7}
+	b := SchedStat{Run: 25 * time.Millisecond, Wait: 4 * time.Millisecond, Slices: 9}
+	if got, want := b.Sub(a), (SchedStat{Run: 15 * time.Millisecond, Wait: time.Millisecond, Slices: 2}); got != want {
+		t.Errorf("Sub = %+v, want %+v", got, want)
+	}
+}
+
+// The calling thread's own schedstat: a busy loop shows in its time on the
+// CPU.
+func TestReadSchedStatOfThisThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := ReadSchedStat("/proc/thread-self/schedstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+	}
+	after, err := ReadSchedStat("/proc/thread-self/schedstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before); d.Run < 2*time.Millisecond || d.Slices < 1 {
+		t.Errorf("a 20 ms busy loop: %+v, want at least 2 ms on the CPU and a timeslice", d)
 	}
 }

@@ -107,7 +107,7 @@ func (l *Lab) StartDaemon(ctx context.Context, o DaemonOptions) (*Daemon, error)
 	// writer's group. At nice -10 there it left the writer on a contended
 	// host 10 % of a CPU: writer CPU wait 2.6-6.1 s against 0.7 s in the
 	// stock arm, throughput 0.20-0.49 × stock (E1 unpaced beside two busy
-	// test processes, 1 Dec 2026, docs/results.md).
+	// test processes, 1 Dec 2026, docs/lab/2026-11-30-results.md).
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {

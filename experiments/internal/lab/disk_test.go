@@ -10,18 +10,23 @@ import (
 )
 
 func TestParseDiskStat(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, tc := range []struct {
 		name, in     string
-		written      uint64
-		busy         time.Duration
+		want         DiskMark
 		errSubstring string
 	}{
 		{name: "6.18 vda", in: "  47718     1519  4006178    40371  1064412   661108 86452346  3126766        0  1102504  3244712     9121        0 16784896     8052    93016    69522\n",
-			written: 86452346 * 512, busy: 1102504 * time.Millisecond},
-		{name: "eleven fields (before discard and flush counters)", in: "1 2 3 4 5 6 7 8 9 10 11", written: 7 * 512, busy: 10 * time.Millisecond},
+			want: DiskMark{writes: 1064412, written: 86452346 * 512, writeTime: ms(3126766), busy: ms(1102504), queue: ms(3244712),
+				flushes: 93016, flushed: ms(69522), hasFlush: true, ok: true}},
+		{name: "eleven fields (before discard and flush counters)", in: "1 2 3 4 5 6 7 8 9 10 11",
+			want: DiskMark{writes: 5, written: 7 * 512, writeTime: ms(8), busy: ms(10), queue: ms(11), ok: true}},
+		{name: "fifteen fields (discard, no flush counters)", in: "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15",
+			want: DiskMark{writes: 5, written: 7 * 512, writeTime: ms(8), busy: ms(10), queue: ms(11), ok: true}},
 		{name: "too few fields", in: "1 2 3 4 5 6 7 8 9 10", errSubstring: "10 fields, want at least 11"},
 		{name: "sectors not a number", in: "1 2 3 4 5 6 x 8 9 10 11", errSubstring: `sectors written "x"`},
 		{name: "io_ticks not a number", in: "1 2 3 4 5 6 7 8 9 -1 11", errSubstring: `io_ticks "-1"`},
+		{name: "flush ticks not a number", in: "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 y", errSubstring: `flush ticks "y"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := parseDiskStat(tc.in)
@@ -34,10 +39,31 @@ func TestParseDiskStat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.written != tc.written || m.busy != tc.busy || !m.ok {
-				t.Errorf("parseDiskStat(%q) = written %d busy %v ok %v, want %d %v true", tc.in, m.written, m.busy, m.ok, tc.written, tc.busy)
+			if m != tc.want {
+				t.Errorf("parseDiskStat(%q) = %+v, want %+v", tc.in, m, tc.want)
 			}
 		})
+	}
+}
+
+// The block layer's means: 10 writes of 3 ms each on average, 4 requests
+// in flight on average over 2 s, 5 flushes of 20 ms.
+func TestDiskActivityMeans(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a := DiskMark{at: t0, writes: 100, writeTime: time.Second, queue: time.Second, flushes: 1, flushed: time.Second, hasFlush: true, ok: true}
+	b := DiskMark{at: t0.Add(2 * time.Second), writes: 110, writeTime: time.Second + 30*time.Millisecond, queue: 9 * time.Second,
+		flushes: 6, flushed: time.Second + 100*time.Millisecond, hasFlush: true, ok: true}
+	got := b.Sub(a)
+	if w, q, f := got.WriteLatencyMs(), got.MeanInFlight(), got.FlushLatencyMs(); math.Abs(w-3) > 1e-9 || math.Abs(q-4) > 1e-9 || math.Abs(f-20) > 1e-9 {
+		t.Errorf("WriteLatencyMs, MeanInFlight, FlushLatencyMs = %v, %v, %v; want 3, 4, 20", w, q, f)
+	}
+	noFlush := b
+	noFlush.hasFlush = false
+	if f := noFlush.Sub(a).FlushLatencyMs(); !math.IsNaN(f) {
+		t.Errorf("FlushLatencyMs without flush counters = %v, want NaN", f)
+	}
+	if w := a.Sub(a).WriteLatencyMs(); !math.IsNaN(w) {
+		t.Errorf("WriteLatencyMs over no interval = %v, want NaN", w)
 	}
 }
 

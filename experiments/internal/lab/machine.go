@@ -97,6 +97,20 @@ func MemInfo() (map[string]uint64, error) {
 	return m, nil
 }
 
+// LoadAvg is the first three fields of /proc/loadavg: the load averages
+// over 1, 5 and 15 minutes, as "2.45 1.16 0.50".
+func LoadAvg() (string, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "", fmt.Errorf("read /proc/loadavg: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "", fmt.Errorf("read /proc/loadavg: %q: want at least 3 fields", b)
+	}
+	return strings.Join(f[:3], " "), nil
+}
+
 // Describe returns the machine's description in markdown: kernel, CPUs,
 // memory, the disk under dir, the cgroup layout and the writeback
 // sysctls.
@@ -123,6 +137,18 @@ func (l *Lab) Describe() (string, error) {
 	fmt.Fprintf(&b, "- memory: %.1f GiB total, %.1f GiB available, swap %.1f GiB\n",
 		gib(mi["MemTotal"]), gib(mi["MemAvailable"]), gib(mi["SwapTotal"]))
 	fmt.Fprintf(&b, "- disk: %s\n", disk)
+	if m, err := mountOf(l.Dir); err == nil && m.FSType == "ext4" {
+		// Without a journal there are no jbd2 commits for an fsync to
+		// wait on: what a neighbour's fsync waits for differs.
+		switch j, ok, err := l.Journal(); {
+		case err != nil:
+			fmt.Fprintf(&b, "- ext4 journal: unknown (%v)\n", err)
+		case ok:
+			fmt.Fprintf(&b, "- ext4 journal: yes (jbd2 thread %d)\n", j.Pid)
+		default:
+			fmt.Fprintf(&b, "- ext4 journal: none (the filesystem was made without one)\n")
+		}
+	}
 	if bps := os.Getenv("MEMCGD_VM_WRITE_BPS"); os.Getenv("MEMCGD_VM") == "1" && bps != "" {
 		// test/vm's init passes qemu's throttle on (init.sh).
 		fmt.Fprintf(&b, "- disk write limit: %s bytes/s (qemu throttling.bps-write of the test VM)\n", bps)
@@ -140,6 +166,11 @@ func (l *Lab) Describe() (string, error) {
 		rev = revision()
 	}
 	fmt.Fprintf(&b, "- memcgd: %s\n", rev)
+	if load, err := LoadAvg(); err == nil {
+		// Other tenants' work (another test run, a build) makes timing
+		// figures noisy: the reader should know it was there.
+		fmt.Fprintf(&b, "- load average (1, 5, 15 min) at the start: %s\n", load)
+	}
 	fmt.Fprintf(&b, "- vm.dirty_ratio %d, dirty_background_ratio %d, dirty_bytes %d, dirty_background_bytes %d, "+
 		"dirty_expire_centisecs %d, dirty_writeback_centisecs %d (background threshold about %.0f MiB)\n",
 		v.Ratio, v.BackgroundRatio, v.Bytes, v.BackgroundBytes, v.ExpireCentisecs, v.WritebackCentisecs,
@@ -181,16 +212,17 @@ func cpuModel() string {
 	return "model unknown"
 }
 
-// diskOf describes the filesystem holding dir and its block device.
-func diskOf(dir string) (string, error) {
+// mountOf is the mount holding dir: the longest mount point that is dir
+// or one of its parents.
+func mountOf(dir string) (format.Mount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return "", fmt.Errorf("read mountinfo: %w", err)
+		return format.Mount{}, fmt.Errorf("read mountinfo: %w", err)
 	}
 	defer f.Close()
 	mounts, err := format.ParseMountInfo(f)
 	if err != nil {
-		return "", fmt.Errorf("read mountinfo: %w", err)
+		return format.Mount{}, fmt.Errorf("read mountinfo: %w", err)
 	}
 	var best format.Mount
 	for _, m := range mounts {
@@ -198,6 +230,15 @@ func diskOf(dir string) (string, error) {
 			len(m.MountPoint) >= len(best.MountPoint) {
 			best = m
 		}
+	}
+	return best, nil
+}
+
+// diskOf describes the filesystem holding dir and its block device.
+func diskOf(dir string) (string, error) {
+	best, err := mountOf(dir)
+	if err != nil {
+		return "", err
 	}
 	desc := fmt.Sprintf("%s (%s on %s), files in %s", best.Source, best.FSType, best.MountPoint, dir)
 	dev := filepath.Base(best.Source)
@@ -209,5 +250,6 @@ func diskOf(dir string) (string, error) {
 		b, _ := os.ReadFile(filepath.Join(queue, name))
 		return strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%s; rotational %s, scheduler %s", desc, read("rotational"), read("scheduler")), nil
+	return fmt.Sprintf("%s; rotational %s, scheduler %s, wbt_lat_usec %s, nr_requests %s, max_sectors_kb %s, write_cache %s",
+		desc, read("rotational"), read("scheduler"), read("wbt_lat_usec"), read("nr_requests"), read("max_sectors_kb"), read("write_cache")), nil
 }

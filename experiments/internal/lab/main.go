@@ -29,6 +29,9 @@ type Flags struct {
 	CPUHogs int
 	// Writer is a prebuilt experiments/writer binary; empty builds it.
 	Writer string
+	// Victim is a prebuilt experiments/victim binary; empty builds it
+	// when UsesVictim.
+	Victim string
 	// Revision names the source the binaries were built from; empty asks
 	// git. Set by -vm, since the VM has no git checkout.
 	Revision string
@@ -41,6 +44,9 @@ type Flags struct {
 	// ExtraArms are arms the experiment knows besides KnownArms (e1:
 	// SelfPaced). It is the experiment's to set; it is not a flag.
 	ExtraArms []Arm
+	// UsesVictim says the experiment runs experiments/victim, so that it
+	// is built (and put into the VM). The experiment's to set; not a flag.
+	UsesVictim bool
 }
 
 // Register defines the flags on fs.
@@ -54,6 +60,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		"fallback (memcgd "+TrackerOffFlag+")"+extraArmsHelp(f.ExtraArms))
 	fs.IntVar(&f.CPUHogs, "cpu-hogs", 0, "busy loops, each in a session of its own, running through every arm: a host whose CPUs other tenants contend for")
 	fs.StringVar(&f.Writer, "writer", "", "prebuilt experiments/writer binary (default: go build ./experiments/writer)")
+	if f.UsesVictim {
+		fs.StringVar(&f.Victim, "victim", "", "prebuilt experiments/victim binary (default: go build ./experiments/victim)")
+	}
 	fs.StringVar(&f.Revision, "revision", "", "source revision to report (default: from git)")
 	f.VM.register(fs)
 }
@@ -75,8 +84,9 @@ func extraArmsHelp(extra []Arm) string {
 type Bench struct {
 	*Lab
 	Flags
-	// Memcgd and Writer are the binaries.
-	Memcgd, Writer string
+	// Memcgd, Writer and Victim are the binaries (Victim only with
+	// Flags.UsesVictim).
+	Memcgd, Writer, Victim string
 	// Arms are the arms to run (-arms), stock first.
 	Arms []Arm
 }
@@ -125,7 +135,7 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 	}()
-	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd, Writer: f.Writer, Arms: arms}
+	b := &Bench{Lab: l, Flags: f, Memcgd: f.Memcgd, Writer: f.Writer, Victim: f.Victim, Arms: arms}
 	if b.Memcgd == "" {
 		if b.Memcgd, err = l.Build(ctx, "./cmd/memcgd"); err != nil {
 			return err
@@ -133,6 +143,11 @@ func run(ctx context.Context, name string, f Flags, body func(context.Context, *
 	}
 	if b.Writer == "" {
 		if b.Writer, err = l.Build(ctx, "./experiments/writer"); err != nil {
+			return err
+		}
+	}
+	if f.UsesVictim && b.Victim == "" {
+		if b.Victim, err = l.Build(ctx, "./experiments/victim"); err != nil {
 			return err
 		}
 	}

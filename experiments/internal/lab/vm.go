@@ -47,7 +47,7 @@ func (v *VMFlags) register(fs *flag.FlagSet) {
 
 // hostOnly are the flags that say how to run the experiment, not what it
 // measures: they are not passed on into the VM.
-var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "scratch", "memcgd", "writer", "revision"}
+var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "scratch", "memcgd", "writer", "victim", "revision"}
 
 // runInVM builds the experiment name, the writer and memcgd as static
 // binaries, boots a VM with them and runs the experiment inside, its
@@ -78,12 +78,19 @@ func runInVM(ctx context.Context, name string, f Flags) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	files, err := vm.BuildCommands(ctx, mod, []string{name, "./experiments/writer", "./cmd/memcgd"}, work)
+	pkgs := []string{name, "./experiments/writer", "./cmd/memcgd"}
+	if f.UsesVictim {
+		pkgs = append(pkgs, "./experiments/victim")
+	}
+	files, err := vm.BuildCommands(ctx, mod, pkgs, work)
 	if err != nil {
 		return err
 	}
 	args := []string{"/bin/" + path.Base(name), "-scratch", "/mnt", "-memcgd", "/bin/memcgd", "-writer", "/bin/writer",
 		"-revision", revision()}
+	if f.UsesVictim {
+		args = append(args, "-victim", "/bin/victim")
+	}
 	args = append(args, experimentArgs(flag.CommandLine, f.VMDefaults)...)
 	// The VM boots without network (qemu -nodefaults): memcgd's metrics
 	// endpoint needs the loopback interface up.

@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+)
+
+// The paced throttle as a tenant sees it: the daemon paces only the
+// dirtying task, so that no syscall returns early and the cgroup's other
+// tasks run on time, and it leaves the tenant's CPU limit as it was,
+// whether it stops cleanly or is killed and restarted.
+
+// sleeperHelper is the first argument that makes the test binary a
+// sleeper: it sleeps 1 ms at a time for the seconds given and prints how
+// late each wake-up was, one number of microseconds a line.
+const sleeperHelper = "memcgd-test-sleeper-helper"
+
+// runSleeperHelper is the sleeper.
+func runSleeperHelper(seconds string) int {
+	d, err := time.ParseDuration(seconds + "s")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", sleeperHelper, err)
+		return 2
+	}
+	var late []int64
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		t := time.Now()
+		time.Sleep(time.Millisecond)
+		late = append(late, (time.Since(t) - time.Millisecond).Microseconds())
+	}
+	var b strings.Builder
+	for _, l := range late {
+		fmt.Fprintln(&b, l)
+	}
+	os.Stdout.WriteString(b.String())
+	return 0
+}
+
+// paceableHost ends the test where the pacer cannot pace: no v1 cpu
+// hierarchy and memory not on v2 (a failure in CI).
+func paceableHost(t *testing.T, l layout.Layout) {
+	t.Helper()
+	if l.CPU == nil && l.Memory.Version != layout.V2 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no cpu controller to pace with")
+		}
+		t.Skip("no cpu controller to pace with")
+	}
+}
+
+// ddRecords matches dd's "N+M records in": M partial reads.
+var ddRecords = regexp.MustCompile(`(\d+)\+(\d+) records in`)
+
+// A writer past its dirty limit, paced, never reads short: dd from
+// /dev/zero in 1 MiB blocks reads and writes whole blocks only, which a
+// freeze (a fake signal) would cut short.
+func TestDaemonPacedWriterReadsNothingShort(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	paceableHost(t, l)
+	managed := cgrouptest.New(t, l, 0)
+	w := managed.Child(t, "writer")
+	setLimit(t, l, w, 1<<30)
+	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"))
+	d.start()
+	dir := diskDir(t)
+	count := 1024 / int(slow()) // MiB
+	runs := 3
+	for i := range runs {
+		file := filepath.Join(dir, fmt.Sprintf("w%d", i))
+		out, err := w.Output(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count="+strconv.Itoa(count))
+		os.Remove(file)
+		if err != nil {
+			t.Fatalf("dd: %v\n%s", err, out)
+		}
+		m := ddRecords.FindStringSubmatch(out)
+		if m == nil || m[1] != strconv.Itoa(count) || m[2] != "0" {
+			t.Errorf("run %d: dd read %q of %d whole MiB: a short read", i, firstLine(out), count)
+		}
+	}
+	st := d.stat(w.Path)
+	t.Logf("%d runs of %d MiB: %d paces, %d freezes", runs, count, st["throttle_paces"], st["throttle_pauses"])
+	if st["throttle_paces"] == 0 {
+		t.Errorf("the writer was never paced: the test shows nothing")
+	}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// A task beside a paced writer in its memory cgroup wakes on time: its
+// 1 ms sleeps run late by no more than beside the same writer unmanaged
+// (the stock figure, in a sibling cgroup, run just before) and a few
+// milliseconds: the pace holds only the writer's thread.
+func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	paceableHost(t, l)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed := cgrouptest.New(t, l, 0)
+	w := managed.Child(t, "writer")
+	setLimit(t, l, w, 1<<30)
+	stock := cgrouptest.New(t, l, 1<<30)
+	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"))
+	d.start()
+	dir := diskDir(t)
+	seconds := "3"
+	lateness := func(c *cgrouptest.Cgroup) []int64 {
+		t.Helper()
+		file := filepath.Join(dir, "w-"+filepath.Base(string(c.Path)))
+		defer os.Remove(file)
+		writer := c.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count=100000")
+		defer writer.Process.Kill()
+		time.Sleep(200 * time.Millisecond) // the writer past its dirty limit
+		out, err := c.Output(t, exe, sleeperHelper, seconds)
+		if err != nil {
+			t.Fatalf("sleeper: %v\n%s", err, out)
+		}
+		var late []int64
+		for _, f := range strings.Fields(out) {
+			n, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("sleeper output %q: %v", f, err)
+			}
+			late = append(late, n)
+		}
+		slices.Sort(late)
+		return late
+	}
+	pct := func(xs []int64, p int) time.Duration {
+		return time.Duration(xs[min(len(xs)*p/100, len(xs)-1)]) * time.Microsecond
+	}
+	base := lateness(stock)
+	paced := lateness(w)
+	st := d.stat(w.Path)
+	t.Logf("sleeper lateness p99 %v max %v beside a paced writer (%d paces, %d freezes); stock p99 %v max %v",
+		pct(paced, 99), pct(paced, 100), st["throttle_paces"], st["throttle_pauses"], pct(base, 99), pct(base, 100))
+	if st["throttle_paces"] == 0 {
+		t.Fatalf("the writer was never paced: the test shows nothing")
+	}
+	bound := max(2*pct(base, 99), 2*time.Millisecond) * slow()
+	if p := pct(paced, 99); p > bound {
+		t.Errorf("the sleeper's p99 lateness %v beside a paced writer, want at most %v (2 × stock's %v)", p, bound, pct(base, 99))
+	}
+	if m, maxBound := pct(paced, 100), 10*time.Millisecond*slow(); m > maxBound && m > 2*pct(base, 100) {
+		t.Errorf("the sleeper woke %v late at worst, want at most %v (stock %v)", m, maxBound, pct(base, 100))
+	}
+}
+
+// A tenant's own CPU limit is the pace group's parent and memcgd never
+// writes it: after a clean stop and after a SIGKILL and restart it is as
+// the tenant set it, and no pace group is left.
+func TestDaemonLeavesTheTenantsCPULimitAsItWas(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	paceableHost(t, l)
+	managed := cgrouptest.New(t, l, 0)
+	w := managed.Child(t, "writer")
+	setLimit(t, l, w, 1<<30)
+	cpuDir, limitFile, limit := tenantCPULimit(t, l, w)
+	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"))
+	dir := diskDir(t)
+	group := filepath.Join(cpuDir, journal.PaceGroupName)
+	for _, stop := range []string{"SIGTERM", "SIGKILL and a restart"} {
+		d.start()
+		file := filepath.Join(dir, "w")
+		writer := w.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count=100000")
+		if _, ok := poll(10*time.Second*slow(), 5*time.Millisecond, func() bool { _, err := os.Stat(group); return err == nil }); !ok {
+			t.Fatalf("%s: no pace group %s while the writer runs past its limit", stop, group)
+		}
+		if got := readFile(t, filepath.Join(cpuDir, limitFile)); got != limit {
+			t.Errorf("%s: while paced, the tenant's %s is %q, want %q as it set it", stop, limitFile, got, limit)
+		}
+		if stop == "SIGTERM" {
+			d.signal(syscall.SIGTERM)
+			if err := d.wait(readyTimeout); err != nil {
+				t.Fatalf("SIGTERM: %v", err)
+			}
+		} else {
+			d.kill()
+			d.start() // recovers the journal before anything else
+			d.signal(syscall.SIGTERM)
+			if err := d.wait(readyTimeout); err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+		}
+		writer.Process.Kill()
+		writer.Wait()
+		os.Remove(file)
+		if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after %s: the pace group %s is left (%v)", stop, group, err)
+		}
+		if got := readFile(t, filepath.Join(cpuDir, limitFile)); got != limit {
+			t.Errorf("after %s: the tenant's %s is %q, want %q as it set it", stop, limitFile, got, limit)
+		}
+	}
+}
+
+// tenantCPULimit gives the tenant c a CPU limit of its own, as kubelet
+// gives a container (1.5 CPUs), and returns its cpu cgroup's directory,
+// the limit's file and value as the kernel prints it.
+func tenantCPULimit(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) (dir, file, value string) {
+	t.Helper()
+	if l.CPU != nil {
+		dir = l.CPU.Dir(c.Path)
+		writeFile(t, filepath.Join(dir, "cpu.cfs_period_us"), "100000")
+		writeFile(t, filepath.Join(dir, "cpu.cfs_quota_us"), "150000")
+		return dir, "cpu.cfs_quota_us", readFile(t, filepath.Join(dir, "cpu.cfs_quota_us"))
+	}
+	dir = c.Dir
+	writeFile(t, filepath.Join(dir, "cpu.max"), "150000 100000")
+	return dir, "cpu.max", readFile(t, filepath.Join(dir, "cpu.max"))
+}

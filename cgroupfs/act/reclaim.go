@@ -30,8 +30,8 @@ const ReclaimChunk = 16 << 20
 // Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes
 // instead, recorded in j so that a crash cannot leave the limit lowered
 // (see squeezeV1 and docs/actuators.md for why not posix_fadvise); log
-// receives one info line when the limit is lowered and one when it is
-// restored (nil discards them).
+// receives one info line per squeeze, once the limit is restored (nil
+// discards it).
 func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal, log *slog.Logger) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {

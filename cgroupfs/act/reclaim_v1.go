@@ -30,8 +30,10 @@ import (
 // The original limit is recorded in j first (one record for all steps,
 // through Journal.apply), so a crash in that window is undone by the next
 // run's Recover; each step re-reads the limit and stops if another writer
-// changed it. log gets one info line where the record is made and one
-// where it is undone: what an operator sees of a squeeze.
+// changed it. log gets one info line where the record is undone, the
+// limit put back: what an operator sees of a squeeze, however many steps
+// it took (a crash before it leaves the record, which the next start
+// undoes and logs).
 //
 // Even that window can OOM-kill a task whose charge finds nothing to
 // reclaim in it, so the squeeze works only on leaves, never on a cgroup in
@@ -90,9 +92,6 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, lo
 		target := strconv.FormatUint(u-step, 10)
 		if a == nil {
 			a, err = j.Apply(ctx, limit, target, lowest, nil)
-			if err == nil {
-				log.Info("v1 limit lowered", "file", limit, "from", a.Original(), "to", target, "floor", lowest)
-			}
 		} else {
 			err = a.Set(ctx, target)
 		}
@@ -112,7 +111,7 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, lo
 		if uerr := a.Undo(); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.Original(), uerr))
 		} else {
-			log.Info("v1 limit restored", "file", limit, "to", a.Original(), "asked_bytes", asked)
+			log.Info("v1 limit lowered and restored", "file", limit, "limit", a.Original(), "floor", lowest, "asked_bytes", asked)
 		}
 	}
 	if asked == 0 && err == nil && (busy || refused != nil) {

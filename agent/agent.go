@@ -56,6 +56,8 @@ type Options struct {
 	// (policy.Input.PacePeriodCap).
 	NoPace        bool
 	PacePeriodCap time.Duration
+	// DryRun observes and decides but changes nothing (sched.Config.DryRun).
+	DryRun bool
 	// StopTimeout bounds how long Run waits, once its context is done,
 	// for the host calls in flight (DefaultStopTimeout if zero).
 	StopTimeout time.Duration
@@ -223,6 +225,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Workers: a.opts.Workers, ActiveInterval: a.opts.ActiveInterval, Reaction: a.opts.Reaction,
 		ScanInterval: a.opts.ScanInterval, AuditInterval: a.opts.AuditInterval, ReclaimStep: a.opts.ReclaimStep,
 		PacePeriodCap: a.opts.PacePeriodCap,
+		DryRun:        a.opts.DryRun,
 		Log:           level,
 	}, time.Now())
 	x := newExecutor(a, core)

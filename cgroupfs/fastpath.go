@@ -1,10 +1,13 @@
 package cgroupfs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,6 +191,31 @@ func (f *fastPath) forget(cg host.Cgroup) {
 		if err := act.RemoveFreezer(made); err != nil {
 			f.log.Warn("remove the freezer cgroups made for a removed memory cgroup", "cgroup", cg, "err", err)
 		}
+	}
+}
+
+// removeMirrors removes the freezer directories EnsureFreezer made for
+// every cgroup (RemoveFreezer), deepest first across all of them, so that
+// a parent made for two cgroups goes once both children have. A directory
+// still in use stays, and is forgotten: FS makes it again if need be.
+func (f *fastPath) removeMirrors() {
+	f.mu.Lock()
+	var made []string
+	for cg, dirs := range f.made {
+		made = append(made, dirs...)
+		delete(f.made, cg)
+	}
+	f.mu.Unlock()
+	if len(made) == 0 {
+		return
+	}
+	// RemoveFreezer takes the list outermost first: by depth, then path.
+	slices.SortFunc(made, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
+	})
+	made = slices.Compact(made)
+	if err := act.RemoveFreezer(made); err != nil {
+		f.log.Warn("remove the freezer cgroups made for the throttle", "err", err)
 	}
 }
 

@@ -137,9 +137,14 @@ func (fs *FS) putReader(r *observe.Reader) {
 	}
 }
 
-// Close closes the files FS keeps open for reading. FS may be used
-// again; it reopens them.
+// Close closes the files FS keeps open for reading, and removes the v1
+// freezer cgroups FS made for the throttle (EnsureFreezer's mirrors) that
+// are empty: at the daemon's exit, once every episode has ended, they
+// would otherwise stay. A mirror that still holds tasks stays, as
+// act/freezer_v1.go explains. FS may be used again; it reopens the files,
+// and makes a mirror again where a freeze needs one.
 func (fs *FS) Close() {
+	fs.fast.removeMirrors()
 	for {
 		select {
 		case r := <-fs.readers:
@@ -186,7 +191,7 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, er
 	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
-	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal)
+	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal, fs.log)
 }
 
 // WriteOut starts write-out of cg's own files in chunks, from where its

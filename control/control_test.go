@@ -83,10 +83,18 @@ func (b *fakeBackend) Status(cg host.Cgroup) ([]state.Status, error) {
 		}
 	}) {
 		if cg == "" || cg == c {
-			out = append(out, state.Status{
+			st := state.Status{
 				Cgroup: c, Stat: b.stats[c], Effective: b.effective(c),
-				Counters: state.Counters{ReclaimedBytes: 8 << 20, ReclaimRuns: 3, WriteOuts: 2, Pauses: 1, Paused: 150 * time.Millisecond},
-			})
+				Counters: state.Counters{ReclaimedBytes: 8 << 20, ReclaimRuns: 3, WriteOuts: 2, Pauses: 1, Paused: 150 * time.Millisecond,
+					Paces: 4, PacedTime: 2500 * time.Millisecond},
+				Managed: true, State: state.StatePaced, Since: time.Date(2026, 12, 1, 17, 22, 54, 123456789, time.Local),
+				DryRun: true, DirtyRate: 300 << 20, WriteBandwidth: 90 << 20,
+			}
+			if c == "/a" {
+				// A cgroup the config does not manage: no state.
+				st.Managed, st.Unmanaged, st.State, st.Since = false, "it is outside manage.under (/x)", "", time.Time{}
+			}
+			out = append(out, st)
 		}
 	}
 	if len(out) == 0 {
@@ -181,7 +189,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 		var want []Report
 		for _, st := range sts {
-			want = append(want, Report{Cgroup: st.Cgroup, Fields: st.Fields()})
+			want = append(want, NewReport(st))
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("Stat(%q) = %+v\nwant state.Status.Fields %+v", cg, got, want)

@@ -41,13 +41,50 @@ const (
 type GetResult = state.Settings
 
 // Report is one cgroup's statistics in `memcgd stat` form: the fields of
-// state.Status.Fields.
+// state.Status.Fields, and what the daemon is doing to the cgroup.
 type Report struct {
 	Cgroup host.Cgroup
 	Fields []memcg.Field
 	// Throttle says why the daemon does not throttle the cgroup
 	// (state.Status.Throttle), "" when it can.
 	Throttle string
+	// Managed says whether the config manages the cgroup, and Unmanaged
+	// why not (state.Status.Managed, Unmanaged).
+	Managed   bool
+	Unmanaged string
+	// State is what the daemon is doing to the cgroup now (state.StateIdle,
+	// ...), "" before its first step or when it is not managed; Since is
+	// when that began.
+	State string
+	Since time.Time
+	// DryRun says the daemon runs dry: State and the counters are what it
+	// would have done.
+	DryRun bool
+}
+
+// NewReport is the Report of st, as a client receives it.
+func NewReport(st state.Status) Report {
+	return Report{
+		Cgroup: st.Cgroup, Fields: st.Fields(), Throttle: st.Throttle,
+		Managed: st.Managed, Unmanaged: st.Unmanaged, State: st.State, Since: fromUnixNano(unixNano(st.Since)),
+		DryRun: st.DryRun,
+	}
+}
+
+// unixNano is t in nanoseconds since the Unix epoch, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromUnixNano is the time of unixNano's n, in UTC; 0 is the zero time.
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }
 
 // request is one request line.
@@ -155,6 +192,14 @@ type wireReport struct {
 	Unknown []int     `json:"unknown,omitempty"`
 	// Throttle is state.Status.Throttle, sent only when set.
 	Throttle string `json:"throttle,omitempty"`
+	// Managed, Unmanaged, State, Since (in nanoseconds since the Unix
+	// epoch) and DryRun are state.Status's; all but Managed are sent only
+	// when set.
+	Managed   bool   `json:"managed"`
+	Unmanaged string `json:"unmanaged,omitempty"`
+	State     string `json:"state,omitempty"`
+	Since     int64  `json:"since,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
 }
 
 // kindLetters are the letters of wireReport.Kinds, indexed by memcg.Kind.
@@ -198,7 +243,8 @@ func (w *wireSettings) settings() GetResult {
 // equal *last, which is then updated.
 func toWireReport(st state.Status, last *fieldNames) *wireReport {
 	fields := st.Fields()
-	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(valueList, len(fields)), Throttle: st.Throttle}
+	r := &wireReport{Cgroup: string(st.Cgroup), Values: make(valueList, len(fields)), Throttle: st.Throttle,
+		Managed: st.Managed, Unmanaged: st.Unmanaged, State: st.State, Since: unixNano(st.Since), DryRun: st.DryRun}
 	kinds := make([]byte, len(fields))
 	same := len(last.names) == len(fields)
 	for i, f := range fields {
@@ -242,7 +288,8 @@ func (w *wireReport) report(last *fieldNames) (Report, error) {
 	if len(names) != len(w.Values) {
 		return Report{}, fmt.Errorf("report of %s: %d values for %d field names", w.Cgroup, len(w.Values), len(names))
 	}
-	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names)), Throttle: w.Throttle}
+	r := Report{Cgroup: host.Cgroup(w.Cgroup), Fields: make([]memcg.Field, len(names)), Throttle: w.Throttle,
+		Managed: w.Managed, Unmanaged: w.Unmanaged, State: w.State, Since: fromUnixNano(w.Since), DryRun: w.DryRun}
 	for i, name := range names {
 		f := memcg.Field{Name: name, Known: true}
 		v := w.Values[i]

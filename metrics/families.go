@@ -55,6 +55,9 @@ const (
 	counter = "counter"
 )
 
+// states are the values of state.Status.State, in lexical order.
+var states = []string{state.StateActive, state.StateFrozen, state.StateIdle, state.StatePaced, state.StateThrottled}
+
 // families lists the exported per-cgroup families, sorted by name.
 func families() []family {
 	return []family{
@@ -62,6 +65,11 @@ func families() []family {
 			help: "Actions on the cgroup that failed (reclaim, write-out, flush, pause).",
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Counters.Errors))
+			}},
+		{name: "memcgd_cgroup_backstop_freezes_total", typ: counter,
+			help: "Times the daemon's dirty throttle froze the cgroup: with pacing, the backstop past the limit; without, the closed-loop throttle (the same count as memcgd_cgroup_throttle_pauses_total).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", float64(st.Counters.Pauses))
 			}},
 		{name: "memcgd_cgroup_dirty_tracker", typ: gauge,
 			help: "1 when the eBPF dirty tracker wakes the daemon for this cgroup, 0 when the daemon polls it at an adaptive interval (the fallback).",
@@ -91,6 +99,11 @@ func families() []family {
 			help: "Full flushes the host declined, which are not failures: rate-limited host-wide, or nothing to flush.",
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Counters.FlushesRefused))
+			}},
+		{name: "memcgd_cgroup_frozen_seconds_total", typ: counter,
+			help: "Time the cgroup spent frozen by the daemon's dirty throttle (the same as memcgd_cgroup_throttle_pause_seconds_total).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", st.Counters.Paused.Seconds())
 			}},
 		{name: "memcgd_cgroup_kernel_failcnt_total", typ: counter,
 			help: "The kernel's memory.failcnt of the cgroup (v1 only): charges that hit the limit.",
@@ -148,6 +161,16 @@ func families() []family {
 					emit("some", float64(p.SomeTotal)/usPerSecond)
 				}
 			}},
+		{name: "memcgd_cgroup_paced_seconds_total", typ: counter,
+			help: "Time the cgroup's dirtying tasks ran paced by the daemon's dirty throttle, under a CPU bandwidth limit.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", st.Counters.PacedTime.Seconds())
+			}},
+		{name: "memcgd_cgroup_paces_total", typ: counter,
+			help: "Pacing episodes of the cgroup's dirtying tasks by the daemon's dirty throttle (CPU bandwidth, the throttle's way where the hierarchy allows it).",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", float64(st.Counters.Paces))
+			}},
 		{name: "memcgd_cgroup_reclaim_overshoot_bytes_total", typ: counter,
 			help: "Free space past the high watermark at the end of the daemon's background reclaim runs, summed: what they reclaimed past where seed 001's kswapd stops.",
 			samples: func(st *state.Status, emit func(string, float64)) {
@@ -162,6 +185,16 @@ func families() []family {
 			help: "Bytes the daemon's background reclaim took from the cgroup (seed 001's kswapd_steal, in bytes).",
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Counters.ReclaimedBytes))
+			}},
+		{name: "memcgd_cgroup_state", typ: gauge, label: "state",
+			help: "What the daemon is doing to the cgroup now, 1 for that state and 0 for the others: idle, active (over a threshold, writing out or reclaiming), paced, throttled (a throttle episode open, between freezes) or frozen. None before the cgroup's first step.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				if st.State == "" {
+					return
+				}
+				for _, s := range states {
+					emit(s, boolValue(st.State == s))
+				}
 			}},
 		{name: "memcgd_cgroup_throttle_available", typ: gauge,
 			help: "1 when the daemon can throttle the cgroup's writers; 0 when it holds memcgd or no freezer reaches it (the log and the status say why).",

@@ -63,6 +63,7 @@ func snapshot(t testing.TB) []state.Status {
 			Effective: memcg.Resolve([]memcg.Stat{root, v1}, []memcg.Knobs{memcg.DefaultKnobs(), v1Knobs}),
 			Counters:  state.Counters{WriteOuts: 3, WriteOutBytes: 30 << 20},
 			Exempt:    "not throttled: holds memcgd", Throttle: "not throttled: holds memcgd", DirtyTracking: state.TrackingPoll,
+			State: state.StateIdle, Since: observed,
 		},
 		{
 			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true, Managed: true,
@@ -70,8 +71,9 @@ func snapshot(t testing.TB) []state.Status {
 			Counters: state.Counters{
 				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, ReclaimOvershootBytes: 384 << 10, WriteOuts: 40, WriteOutBytes: 320 << 20,
 				Flushes: 2, FlushBytes: 1 << 20, FlushesRefused: 3, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
+				Paces: 7, PacedTime: 3500 * time.Millisecond,
 			},
-			DirtyTracking: state.TrackingTracker,
+			DirtyTracking: state.TrackingTracker, State: state.StatePaced, Since: observed,
 		},
 	}
 }

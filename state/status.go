@@ -115,8 +115,11 @@ const (
 
 // Fields is the status in `memcgd stat` form: the kernel's view from
 // memcg.Report, with the daemon's own kswapd_steal and pgoutrun (which
-// replace the kernel-derived stand-ins) and its write-out and throttle
-// counters.
+// replace the kernel-derived stand-ins), its write-out and throttle
+// counters (throttle_pauses and throttle_paused_us are the freezes: with
+// pacing, the backstop's; throttle_paces and throttle_paced_us the pacing
+// episodes) and the throttle's estimates of the dirtying rate and the
+// write bandwidth.
 func (s Status) Fields() []memcg.Field {
 	c := s.Counters
 	out := memcg.Report(s.Stat, s.Effective)
@@ -137,6 +140,8 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
 		memcg.Field{Name: "throttle_paces", Value: c.Paces, Known: true},
 		memcg.Field{Name: "throttle_paced_us", Value: uint64(c.PacedTime / time.Microsecond), Known: true},
+		memcg.Field{Name: "dirty_rate_bytes_per_second", Value: s.DirtyRate, Known: true},
+		memcg.Field{Name: "write_bandwidth_bytes_per_second", Value: s.WriteBandwidth, Known: true},
 		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},
 		memcg.Field{Name: "throttle_available", Value: memcg.Flag(s.Throttle == ""), Known: true, Kind: memcg.KindFlag},
 		memcg.Field{Name: "exempt", Value: memcg.Flag(s.Exempt != ""), Known: true, Kind: memcg.KindFlag},

@@ -34,7 +34,8 @@ import (
 // behind, in a cgroup the daemon then removes from under it) and with a
 // manager that placed a task meanwhile; a THAWED freezer cgroup costs
 // nothing. RemoveFreezer removes the empty directories a run created, once
-// their memory cgroup is gone.
+// their memory cgroup is gone, and at exit (cgroupfs's FS.Close) every one
+// left empty.
 
 // ThrottleUnavailable says why a cgroup cannot be throttled: no freezer can
 // hold its tasks. `memcgd stat` and the metrics show it as "throttle

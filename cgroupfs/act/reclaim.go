@@ -3,6 +3,7 @@ package act
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
@@ -29,8 +30,10 @@ const ReclaimChunk = 16 << 20
 // On cgroup v2 it writes memory.reclaim (mm/memcontrol.c, memory_reclaim).
 // Cgroup v1 has no such file; Reclaim squeezes memory.limit_in_bytes
 // instead, recorded in j so that a crash cannot leave the limit lowered
-// (see squeezeV1 and docs/actuators.md for why not posix_fadvise).
-func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal) (uint64, error) {
+// (see squeezeV1 and docs/actuators.md for why not posix_fadvise); log
+// receives one info line per squeeze, once the limit is restored (nil
+// discards it).
+func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal, log *slog.Logger) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("reclaim %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
@@ -45,7 +48,10 @@ func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *
 	if l.Memory.Version == layout.V2 {
 		got, err = reclaimV2(ctx, dir, n)
 	} else {
-		got, err = squeezeV1(ctx, dir, n, j)
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		got, err = squeezeV1(ctx, dir, n, j, log.With("cgroup", cg))
 	}
 	if err != nil {
 		return got, fmt.Errorf("reclaim %d bytes from %s: %w", n, cg, err)

@@ -93,7 +93,7 @@ func TestReclaimLowersUsage(t *testing.T) {
 			j := cgrouptest.Journal(t, l)
 			before, limitBefore := c.Usage(t), limit(t, l, c)
 			start := time.Now()
-			got, err := act.Reclaim(context.Background(), l, c.Path, sz.ask, j)
+			got, err := act.Reclaim(context.Background(), l, c.Path, sz.ask, j, nil)
 			took := time.Since(start)
 			after := c.Usage(t)
 			t.Logf("Reclaim(%d MiB) on %s: %.1f MiB in %v, usage %.1f -> %.1f MiB",
@@ -140,7 +140,7 @@ func TestReclaimEndsCloseToTheRequest(t *testing.T) {
 			}
 			j := cgrouptest.Journal(t, l)
 			before := c.Usage(t)
-			got, err := act.Reclaim(context.Background(), l, c.Path, ask, j)
+			got, err := act.Reclaim(context.Background(), l, c.Path, ask, j, nil)
 			after := c.Usage(t)
 			t.Logf("Reclaim(%d KiB) on %s: usage fell %d KiB (%+d KiB past the request)",
 				ask>>10, l.Memory.Version, fellBy(before, after)>>10, (int64(fellBy(before, after))-int64(ask))>>10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 
@@ -37,7 +38,10 @@ import (
 // The original limit is recorded in j first (one record for all steps,
 // through Journal.apply), so a crash in that window is undone by the next
 // run's Recover; each step re-reads the limit and stops if another writer
-// changed it.
+// changed it. log gets one info line where the record is undone, the
+// limit put back: what an operator sees of a squeeze, however many steps
+// it took (a crash before it leaves the record, which the next start
+// undoes and logs).
 //
 // Even that window can OOM-kill a task whose charge finds nothing to
 // reclaim in it, so the squeeze works only on leaves, never on a cgroup in
@@ -49,7 +53,7 @@ import (
 // cgroup's tasks have open, reaches only files still open, drops pages
 // whatever their age, and cannot drop dirty ones; reclaim_v1_test.go
 // measures it against the squeeze (docs/actuators.md).
-func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (got uint64, err error) {
+func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, log *slog.Logger) (got uint64, err error) {
 	if j == nil {
 		return 0, errors.New("a v1 limit squeeze needs a journal; got nil")
 	}
@@ -114,6 +118,8 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (g
 	if a != nil {
 		if uerr := a.Undo(); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("restore limit %s: %w", a.Original(), uerr))
+		} else {
+			log.Info("v1 limit lowered and restored", "file", limit, "limit", a.Original(), "floor", lowest, "asked_bytes", asked)
 		}
 	}
 	if asked == 0 && err == nil && (busy || refused != nil) {

@@ -108,7 +108,7 @@ func TestFlagHelp(t *testing.T) {
 	}{
 		{"config", []string{"run", "stat"}},
 		{"proc", []string{"run", "stat", "set", "get"}},
-		{"socket", []string{"run", "stat", "set", "get"}},
+		{"socket", []string{"run", "stat", "set", "get", "top"}},
 	} {
 		var got []string
 		walk(root, func(c *cobra.Command) {

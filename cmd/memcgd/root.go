@@ -30,7 +30,7 @@ files before flushing everything.
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.AddCommand(newRunCmd(), newStatCmd(), newSetCmd(), newGetCmd(), newVersionCmd(), newSimCmd(), newGendocsCmd())
+	root.AddCommand(newRunCmd(), newStatCmd(), newTopCmd(), newSetCmd(), newGetCmd(), newVersionCmd(), newSimCmd(), newGendocsCmd())
 	// Added now rather than by Execute, so that usageArgs below reaches
 	// them too.
 	root.InitDefaultHelpCmd()

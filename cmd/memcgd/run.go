@@ -55,6 +55,7 @@ type runFlags struct {
 	procRoot, configPath               string
 	journal, overrides, socket, listen string
 	allowNonLoopback                   bool
+	dryRun                             bool
 	workers                            int
 	activeInterval, scanInterval       time.Duration
 	reaction, schedSlice               time.Duration
@@ -89,7 +90,15 @@ The metrics endpoint (--listen) also serves /healthz (alive) and /readyz (200
 once the first scan of the cgroups is done, 503 with the reason before).
 
 In a cgroup namespace of its own (a container's), the daemon joins PID 1's, the
-host's with hostPID, and executes itself again there, or refuses to start.`,
+host's with hostPID, and executes itself again there, or refuses to start.
+
+--dry-run observes and decides as the daemon does, and counts and logs what
+it would have done (memcgd stat, memcgd top and the metrics show it, with
+dry_run), but changes nothing: no write-out, flush, reclaim, freeze or pace,
+no freezer or pace cgroup created, and the journal is not recovered (the log
+says how many changes of a previous run it holds; the next real run undoes
+them). Pair it with a config whose manage.under is one cgroup for a safe
+first run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
@@ -106,6 +115,7 @@ host's with hostPID, and executes itself again there, or refuses to start.`,
 	fl.StringVar(&f.socket, "socket", control.DefaultSocket, "root-only control socket, a `PATH`")
 	fl.StringVar(&f.listen, "listen", metrics.DefaultAddr, "Prometheus endpoint `HOST:PORT` (loopback unless --allow-non-loopback); empty disables it")
 	fl.BoolVar(&f.allowNonLoopback, "allow-non-loopback", false, "allow --listen on a non-loopback address")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "observe, decide, count and log what the daemon would do, and change nothing (no write-out, reclaim, freeze or pace; the journal is not recovered)")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
@@ -250,13 +260,10 @@ func run(ctx context.Context, f *runFlags) error {
 	}
 	defer j.Close()
 	// Undo whatever a previous run left behind before doing anything,
-	// to the end even if a SIGTERM comes meanwhile.
-	undone, err := j.Recover(context.Background())
-	for _, c := range undone {
-		log.Warn("undid a change left by a previous run", "change", c.String())
-	}
-	if err != nil {
-		return fmt.Errorf("recover journal: %w", err)
+	// to the end even if a SIGTERM comes meanwhile; a dry run changes
+	// nothing, that undo included.
+	if err := recoverAtStart(j, f.dryRun, log); err != nil {
+		return err
 	}
 	ov, err := overrides.Load(f.overrides, overrides.DirInode(l.Memory.Dir))
 	if err != nil {
@@ -297,6 +304,7 @@ func run(ctx context.Context, f *runFlags) error {
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
 		Reaction: f.reaction, NoPace: f.pace == paceOff, PacePeriodCap: periodCap,
+		DryRun: f.dryRun,
 	})
 	if err != nil {
 		w.Close()
@@ -357,12 +365,15 @@ func run(ctx context.Context, f *runFlags) error {
 	waitFlushes(fs, log)
 	// Run has ended every pause; undo anything still journalled (a squeeze
 	// interrupted by the signal) so that nothing the daemon changed remains.
-	undone, err = j.Recover(context.Background())
-	for _, c := range undone {
-		log.Info("undid at exit", "change", c.String())
-	}
-	if err != nil {
-		return errors.Join(runErr, fmt.Errorf("undo at exit: %w", err))
+	// A dry run changed nothing, and leaves a previous run's records.
+	if !f.dryRun {
+		undone, err := j.Recover(context.Background())
+		for _, c := range undone {
+			log.Info("undid at exit", "change", c.String())
+		}
+		if err != nil {
+			return errors.Join(runErr, fmt.Errorf("undo at exit: %w", err))
+		}
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return errors.Join(runErr, cause)
@@ -408,6 +419,24 @@ func reloadable(running, next *config.Config) error {
 	if next.Under != running.Under {
 		return fmt.Errorf("manage.under: changed from %s to %s: the managed subtree is fixed at start; allowed only %s (restart memcgd to manage another subtree)",
 			running.Under, next.Under, running.Under)
+	}
+	return nil
+}
+
+// recoverAtStart undoes the changes a previous run left in j, or in a dry
+// run says that nothing will be changed and how many it leaves.
+func recoverAtStart(j *journal.Journal, dryRun bool, log *slog.Logger) error {
+	if dryRun {
+		log.Info("dry run: nothing will be changed; the journal is not recovered",
+			"journal", j.Path(), "pending", len(j.Pending()))
+		return nil
+	}
+	undone, err := j.Recover(context.Background())
+	for _, c := range undone {
+		log.Warn("undid a change left by a previous run", "change", c.String())
+	}
+	if err != nil {
+		return fmt.Errorf("recover journal: %w", err)
 	}
 	return nil
 }

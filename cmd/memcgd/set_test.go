@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -77,7 +78,8 @@ func (d *fakeDaemon) Status(cg host.Cgroup) ([]state.Status, error) {
 	if cg != "" && cg != "/" {
 		return nil, fmt.Errorf("cgroup %s: not managed", cg)
 	}
-	return []state.Status{{Cgroup: "/", Stat: d.stat, Effective: d.effective("/"), Counters: state.Counters{ReclaimedBytes: 40960, ReclaimRuns: 2}}}, nil
+	return []state.Status{{Cgroup: "/", Stat: d.stat, Effective: d.effective("/"), Counters: state.Counters{ReclaimedBytes: 40960, ReclaimRuns: 2},
+		Managed: true, State: state.StateIdle, Since: time.Date(2026, 12, 1, 17, 22, 54, 0, time.UTC)}}, nil
 }
 
 // memcgd runs the command line and returns its output.
@@ -144,7 +146,7 @@ func TestSetGetStatThroughTheDaemon(t *testing.T) {
 		},
 		{
 			args:   []string{"stat", "--socket", sock, "/"},
-			outHas: []string{"cgroup /\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n", "writeback_first true\n", "limit 524288000\n"}, // after --reset,
+			outHas: []string{"cgroup /\nmanaged true\nstate idle\nsince 2026-12-01T17:22:54Z\n", "kswapd_steal 10\n", "pgoutrun 2\n", "reclaimed_bytes 40960\n", "writeback_first true\n", "limit 524288000\n"}, // after --reset,
 		},
 		{
 			args:   []string{"set", "--socket", filepath.Join(t.TempDir(), "none.sock"), "/", "dirty_ratio=15"},

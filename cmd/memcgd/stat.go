@@ -7,20 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/policy"
 	"github.com/memcgd/memcgd/resolve"
+	"github.com/memcgd/memcgd/sched"
 )
 
-const statHelp = `Print, per memory cgroup, in memory.stat style: usage, limit, file, anon,
-dirty and writeback (bytes); the knobs in force and the thresholds they give
+const statHelp = `Print, per memory cgroup, in memory.stat style: whether memcgd manages it
+(managed true or false; if false, unmanaged and why: outside manage.under, or
+no memory limit with manage.limited_only); with the daemon, what it is doing to
+the cgroup now (state: idle, active, paced, throttled or frozen) and since when
+(since, RFC 3339), and dry_run true when it runs dry (memcgd run --dry-run:
+the state and counters are what it would have done); usage, limit, file,
+anon, dirty and writeback (bytes); for a managed cgroup, the knobs in force
+and the thresholds they give
 (dirty_background_thresh and dirty_thresh in bytes, never above an ancestor's;
 min_free_kbytes and the reclaim watermarks low_wmark and high_wmark in bytes of
 free space under the limit); and seed 001's counters where the kernel has an
@@ -40,21 +51,28 @@ When the daemon answers on --socket, its own figures are printed, the same
 the metrics endpoint exports: kswapd_steal is then the daemon's background
 reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 reclaim_overshoot_bytes (the free space past high_wmark at the end of each
-run, summed), writeout_targeted, writeout_flush (and their _bytes) and
-throttle_pauses, throttle_paused_us; then writeout_flush_refused (full flushes the host
+run, summed), writeout_targeted, writeout_flush (and their _bytes),
+throttle_pauses and throttle_paused_us (the throttle's freezes and their
+time: with pacing, the backstop's), throttle_paces and throttle_paced_us
+(pacing episodes of the dirtying tasks by CPU bandwidth, and their time),
+dirty_rate_bytes_per_second and write_bandwidth_bytes_per_second (the
+throttle's estimates); then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available
 (false when the cgroup holds memcgd or no freezer reaches it), exempt (true
 when it holds memcgd) and dirty_tracker (true when the eBPF dirty tracker
 wakes the daemon, false when it polls: the fallback); a cgroup not throttled ends with
-throttle_unavailable and the reason. Otherwise cgroupfs is read directly,
-with the config's knobs and the runtime overrides memcgd set persisted
-(--overrides) over them.
+throttle_unavailable and the reason. Otherwise cgroupfs is read directly, and
+stat says so on stderr: the kernel's figures, whether the config (--config)
+would manage each cgroup, and for those it would, the knobs it gives with the
+runtime overrides memcgd set persisted (--overrides) over them.
 Either way the answer is printed cgroup by cgroup as it is read.
 
 Flags (writeback_first, throttle_available, exempt, dirty_tracker) print as
 true or false, as memcgd get prints writeback_first; a limit of none prints
-as max. With --json, sizes are numbers of bytes, flags booleans, and null
-stands for n/a and for no limit (docs/stat.md).
+as max. With --json, each cgroup is {cgroup, managed, unmanaged, state, since,
+dry_run, stats, throttle_unavailable}, each key present when it applies; in
+stats, sizes are numbers of bytes, flags booleans, and null stands for n/a and
+for no limit (docs/stat.md).
 
 With no CGROUP, every cgroup of the managed subtree (config manage.under) is
 listed. CGROUP is a hierarchy path as in /proc/PID/cgroup, or a directory in
@@ -81,9 +99,10 @@ func newStatCmd() *cobra.Command {
 			}
 			bw := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			out := newReportWriter(bw, asJSON)
-			if c, err := control.Dial(socket); err == nil {
+			c, err := control.Dial(socket)
+			if err == nil {
 				defer c.Close()
-				err := c.StatEach(cmd.Context(), one, func(r control.Report) error { return out.write(report(r)) })
+				err := c.StatEach(cmd.Context(), one, func(r control.Report) error { return out.write(report{Report: r, Daemon: true}) })
 				if err != nil {
 					if one == "" {
 						return fmt.Errorf("stat: %w", err)
@@ -92,6 +111,7 @@ func newStatCmd() *cobra.Command {
 				}
 				return errors.Join(out.close(), bw.Flush())
 			}
+			noDaemon := err
 
 			if err := requireRoot("memcgd stat"); err != nil {
 				return err
@@ -114,7 +134,11 @@ func newStatCmd() *cobra.Command {
 			} else if cgs, err = fs.Cgroups(cmd.Context()); err != nil {
 				return err
 			}
-			n, errs := collect(cmd.Context(), fs, func(cg host.Cgroup) memcg.Knobs { return resolve.Knobs(cfg, ov, cg) }, cgs, out.write)
+			// Said once all that can fail before the first cgroup has, so
+			// that a failure is still one line.
+			fmt.Fprintf(cmd.ErrOrStderr(), "memcgd stat: %v; reading cgroupfs directly: no daemon state or counters, "+
+				"and the knobs are what --config would give\n", noDaemon)
+			n, errs := collect(cmd.Context(), fs, cfg, func(cg host.Cgroup) memcg.Knobs { return resolve.Knobs(cfg, ov, cg) }, cgs, out.write)
 			if err := errors.Join(out.close(), bw.Flush()); err != nil {
 				return err
 			}
@@ -124,7 +148,7 @@ func newStatCmd() *cobra.Command {
 			return errs
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, stats}, sizes in bytes, yes/no as booleans, null for n/a and for no limit")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {cgroup, managed, unmanaged, state, since, dry_run, stats, throttle_unavailable}; in stats sizes in bytes, yes/no as booleans, null for n/a and for no limit")
 	cmd.Flags().StringVar(&socket, "socket", control.DefaultSocket, "the daemon's control socket, a `PATH`; when nothing answers there, cgroupfs is read directly")
 	cmd.Flags().StringVar(&overridesPath, "overrides", overrides.DefaultPath, "the `FILE` of the overrides memcgd set persisted, applied when cgroupfs is read directly")
 	addConfigFlag(cmd, &configPath)
@@ -132,38 +156,109 @@ func newStatCmd() *cobra.Command {
 	return cmd
 }
 
-// report is one cgroup's listing.
+// report is one cgroup's listing: the daemon's (control.Report), or one
+// read from cgroupfs without it (Daemon false: Throttle, State, Since and
+// DryRun unknown).
 type report struct {
-	Cgroup host.Cgroup
-	Fields []memcg.Field
-	// Throttle says why the daemon does not throttle the cgroup; only the
-	// daemon knows (control.Report.Throttle).
-	Throttle string
+	control.Report
+	Daemon bool
 }
 
 // collect observes each cgroup and its ancestors and passes each report to
 // emit as soon as it is built, holding only the readings of the current
-// path from the root (resolve.PathCache) over cgs in walk order. A cgroup
-// that vanishes meanwhile is skipped; any other failure is returned after
-// the rest. It returns how many reports it emitted.
-func collect(ctx context.Context, h host.Host, knobs func(host.Cgroup) memcg.Knobs, cgs []host.Cgroup, emit func(report) error) (int, error) {
+// path from the root (resolve.PathCache) over cgs in walk order. Each says
+// whether cfg would manage the cgroup (managedBy). A cgroup that vanishes
+// meanwhile is skipped; any other failure is returned after the rest. It
+// returns how many reports it emitted.
+func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(host.Cgroup) memcg.Knobs, cgs []host.Cgroup, emit func(report) error) (int, error) {
 	cache := resolve.NewPathCache(h.Observe)
 	var errs []error
 	n := 0
 	for _, cg := range cgs {
 		s, e, err := resolve.Resolve(ctx, cg, cache.Observe, knobs)
+		var why string
+		if err == nil {
+			why, err = managedBy(ctx, cfg, cg, cache.Observe)
+		}
 		if err != nil {
 			if !errors.Is(err, host.ErrVanished) {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if err := emit(report{Cgroup: cg, Fields: memcg.Report(s, e)}); err != nil {
+		r := control.Report{Cgroup: cg, Fields: memcg.Report(s, e), Managed: why == "", Unmanaged: why}
+		if err := emit(report{Report: r}); err != nil {
 			return n, err
 		}
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// managedBy returns why cfg would not manage cg, "" when it would: outside
+// manage.under, or with limited_only and no limit on cg or an ancestor
+// below the root (policy.Manages, as the daemon decides). observe reads
+// cg's ancestors, from a cache that holds them.
+func managedBy(ctx context.Context, cfg *config.Config, cg host.Cgroup, observe resolve.Observer) (string, error) {
+	paths := host.Ancestors(cg)
+	if !slices.Contains(paths, cfg.Under) {
+		return fmt.Sprintf("it is outside manage.under (%s)", cfg.Under), nil
+	}
+	chain := make([]memcg.Stat, len(paths))
+	for i, p := range paths {
+		s, err := observe(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		chain[i] = s
+	}
+	if !policy.Manages(cfg.LimitedOnly, chain) {
+		return sched.NotLimited, nil
+	}
+	return "", nil
+}
+
+// policyField reports whether the memcg.Report field name is one the
+// config gives (a knob, a threshold, a watermark): in force only where
+// memcgd manages the cgroup, so not printed for one it does not.
+func policyField(name string) bool {
+	switch name {
+	case "dirty_background_thresh", "dirty_thresh", "low_wmark", "high_wmark":
+		return true
+	}
+	return slices.Contains(memcg.KnobNames(), name)
+}
+
+// shown are the fields of r to print: all of them for a managed cgroup,
+// only the kernel's and the daemon's counters for another.
+func (r report) shown() []memcg.Field {
+	if r.Managed {
+		return r.Fields
+	}
+	out := make([]memcg.Field, 0, len(r.Fields))
+	for _, f := range r.Fields {
+		if !policyField(f.Name) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// state is r's state, nil when unknown: without the daemon, or for a
+// cgroup it does not manage or has not stepped yet.
+func (r report) state() *string {
+	if !r.Daemon || !r.Managed || r.State == "" {
+		return nil
+	}
+	return &r.State
+}
+
+// since is when r's state began, as stat prints it, "" with no state.
+func (r report) since() string {
+	if r.state() == nil || r.Since.IsZero() {
+		return ""
+	}
+	return r.Since.UTC().Format(time.RFC3339Nano)
 }
 
 // reportWriter prints reports one at a time, as they come.
@@ -186,8 +281,20 @@ func (rw *reportWriter) write(r report) error {
 		if rw.n > 0 {
 			fmt.Fprintln(rw.w)
 		}
-		fmt.Fprintf(rw.w, "cgroup %s\n", r.Cgroup)
-		for _, f := range r.Fields {
+		fmt.Fprintf(rw.w, "cgroup %s\nmanaged %t\n", r.Cgroup, r.Managed)
+		if r.Unmanaged != "" {
+			fmt.Fprintf(rw.w, "unmanaged %s\n", oneLine(r.Unmanaged))
+		}
+		if st := r.state(); st != nil {
+			fmt.Fprintf(rw.w, "state %s\n", *st)
+			if since := r.since(); since != "" {
+				fmt.Fprintf(rw.w, "since %s\n", since)
+			}
+		}
+		if r.DryRun {
+			fmt.Fprintln(rw.w, "dry_run true")
+		}
+		for _, f := range r.shown() {
 			if _, err := fmt.Fprintf(rw.w, "%s %s\n", f.Name, f.Text()); err != nil {
 				return err
 			}
@@ -195,18 +302,14 @@ func (rw *reportWriter) write(r report) error {
 		if r.Throttle != "" {
 			// A name and a value like the rest; the value is the
 			// reason, on one line whatever the error said.
-			_, err := fmt.Fprintf(rw.w, "throttle_unavailable %s\n", strings.Join(strings.Fields(r.Throttle), " "))
+			_, err := fmt.Fprintf(rw.w, "throttle_unavailable %s\n", oneLine(r.Throttle))
 			return err
 		}
 		return nil
 	}
-	type entry struct {
-		Cgroup   host.Cgroup    `json:"cgroup"`
-		Stats    map[string]any `json:"stats"`
-		Throttle string         `json:"throttle_unavailable,omitempty"`
-	}
-	e := entry{Cgroup: r.Cgroup, Stats: make(map[string]any, len(r.Fields)), Throttle: r.Throttle}
-	for _, f := range r.Fields {
+	e := statEntry{Cgroup: r.Cgroup, Managed: r.Managed, Unmanaged: r.Unmanaged, State: r.state(), Since: r.since(),
+		DryRun: r.DryRun, Stats: make(map[string]any, len(r.Fields)), Throttle: r.Throttle}
+	for _, f := range r.shown() {
 		e.Stats[f.Name] = f.JSON()
 	}
 	b, err := json.MarshalIndent(e, "  ", "  ")
@@ -220,6 +323,22 @@ func (rw *reportWriter) write(r report) error {
 	_, err = fmt.Fprintf(rw.w, "%s%s", sep, b)
 	return err
 }
+
+// statEntry is one cgroup of `memcgd stat --json`.
+type statEntry struct {
+	Cgroup    host.Cgroup    `json:"cgroup"`
+	Managed   bool           `json:"managed"`
+	Unmanaged string         `json:"unmanaged,omitempty"`
+	State     *string        `json:"state,omitempty"`
+	Since     string         `json:"since,omitempty"`
+	DryRun    bool           `json:"dry_run,omitempty"`
+	Stats     map[string]any `json:"stats"`
+	Throttle  string         `json:"throttle_unavailable,omitempty"`
+}
+
+// oneLine is s on one line, its white space runs each one space: the
+// value of a text line, whatever an error said.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // close ends the output: the JSON list's closing bracket.
 func (rw *reportWriter) close() error {

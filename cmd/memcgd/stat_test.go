@@ -3,15 +3,21 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/observe"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
+	"github.com/memcgd/memcgd/sched"
 )
 
 // realKernel skips (or, with CI=true, fails) a test that needs root and
@@ -38,51 +44,139 @@ var statFields = []string{
 	"kswapd_steal", "kswapd_pgscan", "pg_pgsteal", "pg_scan", "pgrefill", "allocstall",
 }
 
-func TestStatListsCgroupsOnTheRealKernel(t *testing.T) {
+// Without a daemon, `memcgd stat` reads cgroupfs, says so on stderr in one
+// line, and marks the cgroups the config would not manage as such, with
+// the reason, without the knobs, thresholds and watermarks it would not put
+// in force: an unlimited cgroup under the default policy (limited_only),
+// one outside manage.under. A limited cgroup gets every line.
+func TestStatWithoutDaemonOnTheRealKernel(t *testing.T) {
 	l := realKernel(t)
 	self, err := layout.Self("/proc", l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	cmd := newRootCmd(&out, io.Discard)
-	// No daemon answers on this socket: stat reads cgroupfs itself.
-	cmd.SetArgs([]string{"stat", "--socket", filepath.Join(t.TempDir(), "none.sock"), string(self)})
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("memcgd stat %s: %v", self, err)
+	if limitedAbove(t, l, self) {
+		t.Skipf("this process's memory cgroup %s or an ancestor has a limit: an unlimited test cgroup cannot be made beneath it", self)
 	}
-	text := out.String()
-	if !strings.HasPrefix(text, "cgroup "+string(self)+"\n") {
-		t.Errorf("output does not start with the cgroup line:\n%s", text)
+	limited := cgrouptest.New(t, l, 256<<20)
+	unlimited := cgrouptest.New(t, l, 0)
+	underLimited := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(underLimited, []byte(fmt.Sprintf("version: 1\nmanage: {under: %s, limited_only: true}\n", limited.Path)), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range statFields {
-		if !strings.Contains(text, "\n"+f+" ") {
-			t.Errorf("no %s line in:\n%s", f, text)
+	stat := func(args ...string) (stdout, stderr string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		cmd := newRootCmd(&out, &errOut)
+		// No daemon answers on this socket: stat reads cgroupfs itself.
+		cmd.SetArgs(append([]string{"stat", "--socket", filepath.Join(t.TempDir(), "none.sock")}, args...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("memcgd stat %v: %v", args, err)
 		}
+		return out.String(), errOut.String()
+	}
+	policyLines := []string{"dirty_ratio", "dirty_background_thresh", "dirty_thresh", "min_free_kbytes", "low_wmark", "high_wmark", "writeback_first"}
+	tests := []struct {
+		name      string
+		args      []string
+		cgroup    string
+		unmanaged string // "" for managed
+	}{
+		{"limited, default policy", []string{string(limited.Path)}, string(limited.Path), ""},
+		{"limited, as a cgroupfs directory", []string{limited.Dir}, string(limited.Path), ""},
+		{"unlimited, default policy", []string{string(unlimited.Path)}, string(unlimited.Path), sched.NotLimited},
+		{"outside manage.under", []string{"--config", underLimited, string(unlimited.Path)}, string(unlimited.Path),
+			"it is outside manage.under (" + string(limited.Path) + ")"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text, errText := stat(tt.args...)
+			if strings.Count(errText, "\n") != 1 || !strings.Contains(errText, "reading cgroupfs directly") {
+				t.Errorf("stderr = %q, want one line saying cgroupfs is read directly", errText)
+			}
+			head := fmt.Sprintf("cgroup %s\nmanaged %t\n", tt.cgroup, tt.unmanaged == "")
+			if tt.unmanaged != "" {
+				head += "unmanaged " + tt.unmanaged + "\n"
+			}
+			if !strings.HasPrefix(text, head) {
+				t.Errorf("output does not start with\n%s\ngot\n%s", head, text)
+			}
+			for _, f := range statFields {
+				has := strings.Contains(text, "\n"+f+" ")
+				switch {
+				case tt.unmanaged != "" && slices.Contains(policyLines, f) && has:
+					t.Errorf("a %s line for a cgroup memcgd would not manage:\n%s", f, text)
+				case (tt.unmanaged == "" || !slices.Contains(policyLines, f)) && !has:
+					t.Errorf("no %s line in:\n%s", f, text)
+				}
+			}
+			for _, f := range []string{"state", "since", "dry_run"} {
+				if strings.Contains(text, "\n"+f+" ") {
+					t.Errorf("a %s line without a daemon:\n%s", f, text)
+				}
+			}
+
+			out, _ := stat(append([]string{"--json"}, tt.args...)...)
+			var got []map[string]any
+			if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+				t.Fatalf("stat --json = %s (%v)", out, err)
+			}
+			e := got[0]
+			if e["cgroup"] != tt.cgroup || e["managed"] != (tt.unmanaged == "") || tt.unmanaged != "" && e["unmanaged"] != tt.unmanaged {
+				t.Errorf("stat --json: cgroup %v, managed %v, unmanaged %v; want %s, %t, %q", e["cgroup"], e["managed"], e["unmanaged"],
+					tt.cgroup, tt.unmanaged == "", tt.unmanaged)
+			}
+			stats, _ := e["stats"].(map[string]any)
+			if _, ok := stats["usage"].(float64); !ok {
+				t.Errorf("usage is %#v, want a number of bytes", stats["usage"])
+			}
+			if wb, ok := stats["writeback_first"]; tt.unmanaged == "" && wb != true || tt.unmanaged != "" && ok {
+				t.Errorf("writeback_first is %#v (present %t), want true as the default policy has it, and only where managed", wb, ok)
+			}
+			if _, ok := e["state"]; ok {
+				t.Errorf("stat --json without a daemon has a state: %s", out)
+			}
+		})
 	}
 
-	out.Reset()
-	cmd = newRootCmd(&out, io.Discard)
-	cmd.SetArgs([]string{"stat", "--json", "--socket", filepath.Join(t.TempDir(), "none.sock"), l.Memory.Dir(self)})
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("memcgd stat --json DIR: %v", err)
+	// With no CGROUP: every cgroup beneath manage.under, / among them,
+	// which the default policy does not manage.
+	out, _ := stat("--json")
+	var all []map[string]any
+	if err := json.Unmarshal([]byte(out), &all); err != nil {
+		t.Fatal(err)
 	}
-	var got []struct {
-		Cgroup string         `json:"cgroup"`
-		Stats  map[string]any `json:"stats"`
+	want := map[string]bool{"/": false, string(limited.Path): true, string(unlimited.Path): false}
+	for _, e := range all {
+		cg, _ := e["cgroup"].(string)
+		if m, ok := want[cg]; ok {
+			if e["managed"] != m {
+				t.Errorf("stat --json: %s managed %v, want %t", cg, e["managed"], m)
+			}
+			delete(want, cg)
+		}
 	}
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0].Cgroup != string(self) {
-		t.Fatalf("stat --json of a cgroupfs directory = %s (%v)", out.String(), err)
+	if len(want) > 0 {
+		t.Errorf("stat --json lists %d cgroups, not %v", len(all), want)
 	}
-	if usage, ok := got[0].Stats["usage"].(float64); !ok || usage == 0 {
-		t.Errorf("usage of our own cgroup is %#v, want a number of bytes", got[0].Stats["usage"])
+}
+
+// limitedAbove reports whether cg or an ancestor below the root has a
+// memory limit.
+func limitedAbove(t *testing.T, l layout.Layout, cg host.Cgroup) bool {
+	t.Helper()
+	r := observe.NewReader(l)
+	defer r.Close()
+	for _, a := range host.Ancestors(cg)[1:] {
+		s, err := r.Observe(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Limit != memcg.NoLimit {
+			return true
+		}
 	}
-	if wb, ok := got[0].Stats["writeback_first"].(bool); !ok || !wb {
-		t.Errorf("writeback_first is %#v, want true as the default policy has it", got[0].Stats["writeback_first"])
-	}
-	if lim, ok := got[0].Stats["limit"]; !ok || lim != nil && lim.(float64) == 0 {
-		t.Errorf("limit is %#v, want bytes or null (no limit)", lim)
-	}
+	return false
 }
 
 // The acceptance of `memcgd stat`: without root or without cgroupfs it

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/act"
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/sandbox"
+)
+
+// On a v1 host the daemon throttles a cgroup that exists in the memory
+// hierarchy only through a freezer cgroup it makes at the same path
+// (act.EnsureFreezer). At SIGTERM it removes those that are empty: a
+// mirror whose tasks have exited goes, though its memory cgroup stays; one
+// that still holds a task stays, thawed, with the task in it.
+func TestStopRemovesEmptyFreezerMirrors(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	if l.Memory.Version != layout.V1 || l.Freezer == nil {
+		t.Skipf("memory on %s with no v1 freezer: the daemon makes no freezer mirror", l.Memory.Version)
+	}
+	const limit, dirtyBytes, written = 256 * mib, 16 * mib, 96 * mib
+	parent := cgrouptest.New(t, l, 0)
+	exited, running := host.Cgroup(path.Join(string(parent.Path), "exited")), host.Cgroup(path.Join(string(parent.Path), "running"))
+	exitedDir, runningDir := l.Freezer.Dir(exited), l.Freezer.Dir(running)
+	// Registered before the cgroups and the writers, so that it runs
+	// after they are gone: nothing the test or the daemon made stays.
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(sandbox.Settle); ; time.Sleep(10 * time.Millisecond) {
+			if err := act.RemoveFreezer([]string{exitedDir, runningDir}); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+			_, err1 := os.Stat(exitedDir)
+			_, err2 := os.Stat(runningDir)
+			if errors.Is(err1, os.ErrNotExist) && errors.Is(err2, os.ErrNotExist) || time.Now().After(deadline) {
+				return
+			}
+		}
+	})
+	ec, rc := memoryOnlyCgroup(t, l, exited, limit), memoryOnlyCgroup(t, l, running, limit)
+	// limited_only: the unlimited parent, whose freezer cgroup would hold
+	// the tasks moved beneath it, is not throttled.
+	d := newDaemon(t, fmt.Sprintf("version: 1\nmanage: {under: %s, limited_only: true}\ndefaults: {dirty_background_bytes: %d, dirty_bytes: %d}\n",
+		parent.Path, dirtyBytes/2, dirtyBytes))
+	d.start()
+	dir := diskDir(t)
+	gone := startBareWriter(t, ec, filepath.Join(dir, "exited"), written)
+	stays := startBareWriter(t, rc, filepath.Join(dir, "running"), written)
+
+	// The throttle freezes both, through the mirrors it makes.
+	for _, m := range []string{exitedDir, runningDir} {
+		if _, ok := poll(readyTimeout*slow(), 10*time.Millisecond, func() bool { _, err := os.Stat(m); return err == nil }); !ok {
+			t.Fatalf("no freezer mirror %s within %v: the daemon did not throttle its memory cgroup", m, readyTimeout*slow())
+		}
+	}
+	t.Logf("memcgd stat %s: throttle_pauses %d", exited, d.stat(exited)["throttle_pauses"])
+	// A killed task dies once thawed, within the throttle's MaxPause, and
+	// leaves its cgroup a moment after it is reaped.
+	if err := gone.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = gone.Wait()
+	if _, ok := poll(sandbox.Settle, 10*time.Millisecond, func() bool {
+		pids, err := sandbox.Tasks(exitedDir)
+		return err == nil && len(pids) == 0
+	}); !ok {
+		t.Fatalf("%s still holds tasks after its writer was reaped", exitedDir)
+	}
+
+	d.stop()
+	if _, err := os.Stat(exitedDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after SIGTERM: the empty freezer mirror %s: %v, want it removed", exitedDir, err)
+	}
+	if _, err := os.Stat(ec.Dir); err != nil {
+		t.Errorf("after SIGTERM: the memory cgroup %s: %v, want it left", ec.Dir, err)
+	}
+	if state := readFile(t, filepath.Join(runningDir, "freezer.state")); state != "THAWED" {
+		t.Errorf("after SIGTERM: %s is %s, want the mirror that holds a task left THAWED", runningDir, state)
+	}
+	if pids, err := sandbox.Tasks(runningDir); err != nil || !slices.Contains(pids, stays.Process.Pid) {
+		t.Errorf("after SIGTERM: %s holds %v (%v), want the writer %d still in it", runningDir, pids, err, stays.Process.Pid)
+	}
+}

@@ -447,7 +447,7 @@ func (c *Core) emit(op Op, p pendingOp) {
 	if c.cfg.DryRun && op.Kind.Changes() {
 		p.dry = true
 		c.pending[op.ID] = p
-		c.dry = append(c.dry, c.dryRun(op, p))
+		c.dry = append(c.dry, c.dryRun(op))
 		return
 	}
 	c.pending[op.ID] = p

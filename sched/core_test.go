@@ -549,6 +549,9 @@ func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
 	if !s.DryRun || s.Counters.WriteOuts == 0 || s.Counters.Pauses == 0 {
 		t.Errorf("status %+v: want a dry run's, counting the write-outs and freezes it would have made", s)
 	}
+	if s.Counters.WriteOutBytes != 0 || s.Counters.ReclaimedBytes != 0 {
+		t.Errorf("a dry run counted %d bytes written out and %d reclaimed: want none, nothing was", s.Counters.WriteOutBytes, s.Counters.ReclaimedBytes)
+	}
 	if w.frozen["/a"] {
 		t.Error("frozen by a dry run")
 	}

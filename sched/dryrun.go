@@ -10,7 +10,10 @@ import (
 // A dry run (Config.DryRun) observes and decides as the daemon does, but
 // hands out no op that changes anything: the Core takes each as done, at
 // once, and counts and logs it, so that the statuses, the metrics and the
-// log say what the daemon would have done. Its mirror of the throttle
+// log say what the daemon would have done: the counts of its actions,
+// with their byte counters at zero, nothing being written or reclaimed
+// (the cgroup's dirty pages stay, so that a byte counter would count them
+// again at every decision). Its mirror of the throttle
 // believes the freezes and paces it decided, so the decisions that follow
 // are the ones the daemon would take if the kernel had not reacted.
 
@@ -25,7 +28,7 @@ func (k Kind) Changes() bool {
 }
 
 // dryRun is the result of op as if the host had carried it out.
-func (c *Core) dryRun(op Op, p pendingOp) Result {
+func (c *Core) dryRun(op Op) Result {
 	r := Result{Op: op, At: c.now}
 	switch op.Kind {
 	case Freeze:
@@ -33,9 +36,7 @@ func (c *Core) dryRun(op Op, p pendingOp) Result {
 	case Pace:
 		r.Paced = dryEpisode{}
 	case WriteOut:
-		r.WriteOut = host.WriteOut{Files: 1, Bytes: p.stat.Dirty}
-	case Reclaim:
-		r.Reclaimed = op.Bytes
+		r.WriteOut = host.WriteOut{Files: 1}
 	}
 	args := []any{"cgroup", op.Cgroup}
 	switch op.Kind {

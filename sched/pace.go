@@ -54,7 +54,6 @@ func (c *Core) carryPace(st *cgroup, d policy.Decision) {
 	case !p.open:
 		p.open, p.began, p.cpu = true, c.now, 0
 		c.pacing[st.cg] = true
-		st.status.Counters.Paces++
 		p.cur = d.Pace
 		c.paceOp(st, Pace)
 	default:
@@ -139,6 +138,7 @@ func (c *Core) paced(pd pendingOp, r Result) {
 	case r.Err == nil:
 		if pd.op.Kind == Pace {
 			p.episode = r.Paced
+			st.status.Counters.Paces++ // counted once the host paces it
 		}
 		if pd.op.Kind != Unpace && p.open {
 			p.applied = policy.Pacing{Quota: pd.op.Quota, Period: pd.op.Period}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
@@ -37,11 +39,16 @@ func runSleeperHelper(seconds string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", sleeperHelper, err)
 		return 2
 	}
+	// One thread that sleeps in nanosleep(2) itself, so that the kernel
+	// wakes it and its run_delay is the whole of its wait for a CPU (a
+	// time.Sleep is woken by another of the runtime's threads).
 	runtime.LockOSThread()
 	var b strings.Builder
+	ms := unix.NsecToTimespec(int64(time.Millisecond))
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		t, wait0 := time.Now(), runDelay()
-		time.Sleep(time.Millisecond)
+		for err := unix.Nanosleep(&ms, nil); err == unix.EINTR; err = unix.Nanosleep(&ms, nil) {
+		}
 		late := time.Since(t) - time.Millisecond
 		fmt.Fprintf(&b, "%d %d\n", late.Microseconds(), (late - (runDelay() - wait0)).Microseconds())
 	}

@@ -61,7 +61,7 @@ type Pacer struct {
 	Under host.Cgroup
 	// Dirtiers, if set, lists the threads of a memory cgroup that dirty
 	// pages now (the eBPF tracker's). Without it the pacer compares the
-	// write_bytes of each thread of the cgroup (/proc/TID/io), which
+	// write_bytes of each thread of the cgroup (/proc/TID/task/TID/io), which
 	// counts the bytes a task dirties, buffered writes and stores to
 	// shared mappings alike (task_io_account_write, folio_account_dirtied
 	// in mm/page-writeback.c).
@@ -534,7 +534,7 @@ func (p *Pacer) undo(id uint64) error {
 // threadCPU is the time tid has run, from /proc/TID/schedstat's first
 // field (nanoseconds; kernel/sched/stats.c, show_schedstat).
 func (p *Pacer) threadCPU(tid int) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join(p.ProcRoot, strconv.Itoa(tid), "schedstat"))
+	b, err := os.ReadFile(threadFile(p.ProcRoot, tid, "schedstat"))
 	if err != nil {
 		return 0, err
 	}
@@ -547,6 +547,17 @@ func (p *Pacer) threadCPU(tid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/schedstat: %w", tid, err)
 	}
 	return time.Duration(ns), nil
+}
+
+// threadFile is the path of one thread's own file name under procRoot:
+// /proc/TID/task/TID/name. /proc/TID/io itself is the thread group's,
+// every thread's counters summed (fs/proc/base.c: tgid_base_stuff's io
+// is proc_tgid_io_accounting, tid_base_stuff's proc_tid_io_accounting),
+// which would make every thread of a dirtying process look like a
+// dirtier.
+func threadFile(procRoot string, tid int, name string) string {
+	t := strconv.Itoa(tid)
+	return filepath.Join(procRoot, t, "task", t, name)
 }
 
 // cpuUsage reads usage_usec from a v2 cpu.stat.
@@ -623,7 +634,7 @@ func (p *Pacer) sample(cg host.Cgroup) (threadSample, error) {
 	}
 	s := threadSample{at: time.Now(), bytes: make(map[int]uint64, len(tids))}
 	for _, tid := range tids {
-		b, err := os.ReadFile(filepath.Join(p.ProcRoot, strconv.Itoa(tid), "io"))
+		b, err := os.ReadFile(threadFile(p.ProcRoot, tid, "io"))
 		if err != nil {
 			continue // exited, or not ours to read
 		}

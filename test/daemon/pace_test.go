@@ -132,7 +132,8 @@ func firstLine(s string) string {
 // milliseconds: the pace holds only the writer's thread. The worst is
 // taken of the lateness not spent waiting for a CPU (the thread's
 // run_delay), which a freeze or a throttle of the sleeper adds and a busy
-// shared machine does not; E4 measures the lateness whole.
+// shared machine's CPU contention does not; E4 measures the lateness
+// whole, on a quiet machine, against its 10 ms target.
 func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	paceableHost(t, l)
@@ -185,7 +186,10 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	if p := pct(paced, 99); p > bound {
 		t.Errorf("the sleeper's p99 lateness %v beside a paced writer, want at most %v (2 × stock's %v)", p, bound, pct(base, 99))
 	}
-	if m, maxBound := pct(pacedStopped, 100), 10*time.Millisecond*slow(); m > maxBound && m > 2*pct(baseStopped, 100) {
+	// A freeze of the sleeper's cgroup (up to MaxPause, 200 ms) or a CFS
+	// throttle of it (up to a period) shows; what else a loaded shared
+	// machine does to a sleeping thread (reclaim, faults) stays below.
+	if m, maxBound := pct(pacedStopped, 100), 50*time.Millisecond*slow(); m > maxBound && m > 2*pct(baseStopped, 100) {
 		t.Errorf("the sleeper woke %v late at worst, not waiting for a CPU, want at most %v (stock %v)", m, maxBound, pct(baseStopped, 100))
 	}
 }

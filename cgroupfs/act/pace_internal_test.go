@@ -1,0 +1,44 @@
+package act
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/memcgd/memcgd/cgroupfs/layout"
+)
+
+// The pacer tells the dirtying threads by each thread's own write_bytes
+// (/proc/TID/task/TID/io), not /proc/TID/io, which sums the whole thread
+// group: a sleeping thread of a writing process must not look like a
+// dirtier.
+func TestThePacerReadsEachThreadsOwnWriteBytes(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"memory/w/tasks": "100\n101\n",
+		// The group's sum, as the kernel shows it under either TID.
+		"proc/100/io": "write_bytes: 5000\n",
+		"proc/101/io": "write_bytes: 5000\n",
+		// Each thread's own.
+		"proc/100/task/100/io": "write_bytes: 5000\n",
+		"proc/101/task/101/io": "write_bytes: 0\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &Pacer{Layout: layout.Layout{Memory: layout.Hierarchy{Version: layout.V1, Mount: filepath.Join(root, "memory"), Root: "/"}},
+		ProcRoot: filepath.Join(root, "proc")}
+	s, err := p.sample("/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.bytes[100] != 5000 || s.bytes[101] != 0 {
+		t.Errorf("write_bytes by thread %v, want 100: 5000 and 101: 0, each thread's own", s.bytes)
+	}
+}

@@ -42,14 +42,15 @@ func TestDaemonSurvivesVanishedCgroup(t *testing.T) {
 	count(4) // the parent and its three children
 
 	// busy is under the crash tests' load: the daemon reclaims it and
-	// throttles its writer all the time.
+	// throttles its writer all the time, by pacing its dirtiers where a
+	// cpu controller is at hand and by freezing it where not.
 	var s map[string]uint64
 	if _, ok := poll(within, 20*time.Millisecond, func() bool {
 		s = d.stat(busy.Path)
-		return s["pgoutrun"] >= 1 && s["throttle_pauses"] >= 1
+		return s["pgoutrun"] >= 1 && s["throttle_paces"]+s["throttle_pauses"] >= 1
 	}); !ok {
-		t.Fatalf("memcgd stat %s: pgoutrun %d, throttle_pauses %d: want the daemon reclaiming it and throttling it",
-			busy.Path, s["pgoutrun"], s["throttle_pauses"])
+		t.Fatalf("memcgd stat %s: pgoutrun %d, throttle_paces %d, throttle_pauses %d: want the daemon reclaiming it and throttling it",
+			busy.Path, s["pgoutrun"], s["throttle_paces"], s["throttle_pauses"])
 	}
 	for _, c := range []*cgrouptest.Cgroup{busy, idle} {
 		from := len(d.logText())

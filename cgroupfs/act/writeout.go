@@ -274,7 +274,10 @@ func mappedFiles(proc string, writing bool) ([]mapping, error) {
 
 // subtreeProcs returns the processes in the cgroup at dir and its
 // descendants (cgroup.procs of each). The cgroup itself missing is
-// host.ErrVanished; a descendant removed meanwhile is skipped.
+// host.ErrVanished; a descendant removed meanwhile is skipped, and so is
+// a threaded descendant (a v2 pace group), whose cgroup.procs cannot be
+// read: its threads' processes are listed by its threaded domain above
+// (kernel/cgroup/cgroup.c, cgroup_procs_start).
 func subtreeProcs(dir string) ([]int, error) {
 	pids, err := readProcs(dir)
 	if err != nil {
@@ -289,7 +292,7 @@ func subtreeProcs(dir string) ([]int, error) {
 			continue
 		}
 		sub, err := subtreeProcs(filepath.Join(dir, e.Name()))
-		if errors.Is(err, host.ErrVanished) {
+		if errors.Is(err, host.ErrVanished) || errors.Is(err, unix.EOPNOTSUPP) {
 			continue
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 // The values of --pace.
 const (
 	paceAuto = "auto"
+	paceOn   = "on"
 	paceOff  = "off"
 )
 
@@ -22,22 +23,38 @@ const (
 // the rest of its period: 20 ms bounds that wait.
 const PrePacePeriodCap = 20 * time.Millisecond
 
-// pacePeriodCap is the longest period of a pace on the running kernel:
-// none (0, a second) from 6.18 on, PrePacePeriodCap before.
-func pacePeriodCap() (time.Duration, error) {
+// pacing decides, for --pace=mode on the kernel release, whether the
+// throttle paces, and the longest period of a pace (0: none). From 6.18,
+// where the CFS throttle waits for the return to user space, auto paces
+// and on does the same. Before, a throttled task can be stopped anywhere
+// in the kernel, holding what it holds, so auto keeps the freezer, and on
+// paces with the period capped at PrePacePeriodCap. An unknown release
+// counts as one before 6.18. note, if not empty, says why auto does not
+// pace.
+func pacing(mode, release string) (pace bool, periodCap time.Duration, note string) {
+	if mode == paceOff {
+		return false, 0, ""
+	}
+	major, minor, err := kernelVersion(release)
+	if err == nil && (major > 6 || major == 6 && minor >= 18) {
+		return true, 0, ""
+	}
+	if mode == paceOn {
+		return true, PrePacePeriodCap, ""
+	}
+	if err != nil {
+		return false, 0, fmt.Sprintf("kernel version unknown (%v): the freezer throttles; --pace=on paces, with periods of at most %v", err, PrePacePeriodCap)
+	}
+	return false, 0, fmt.Sprintf("kernel %s is older than 6.18, whose CFS throttle stops a task only on its return to user space: the freezer throttles; --pace=on paces, with periods of at most %v", release, PrePacePeriodCap)
+}
+
+// kernelRelease is the running kernel's release (uname -r).
+func kernelRelease() (string, error) {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
-		return 0, fmt.Errorf("uname: %w", err)
+		return "", fmt.Errorf("uname: %w", err)
 	}
-	release := unix.ByteSliceToString(u.Release[:])
-	major, minor, err := kernelVersion(release)
-	if err != nil {
-		return PrePacePeriodCap, err
-	}
-	if major > 6 || major == 6 && minor >= 18 {
-		return 0, nil
-	}
-	return PrePacePeriodCap, nil
+	return unix.ByteSliceToString(u.Release[:]), nil
 }
 
 // kernelVersion parses the major and minor version of a kernel release

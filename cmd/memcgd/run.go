@@ -124,7 +124,7 @@ first run.`,
 	fl.StringVar(&f.goTrace, "go-trace", "", "write the Go runtime's execution trace to a new `FILE` until the daemon exits, to diagnose its latency (read it with go tool trace); tens of MB a minute when busy")
 	fl.DurationVar(&f.configCheck, "config-check-interval", DefaultConfigCheck, "how often to read --config for a change, which reloads it as SIGHUP does (a mounted ConfigMap's update, an edit); 0 reloads on SIGHUP only")
 	fl.StringVar(&f.logLevel, "log-level", "info", "the log's `LEVEL`: debug, info, warn or error")
-	fl.StringVar(&f.pace, "pace", paceAuto, "how the throttle slows a cgroup's writers, a `MODE`: auto (pace only the dirtying threads by CPU bandwidth where the hierarchy allows it, the freezer as the backstop) or off (freeze the cgroup)")
+	fl.StringVar(&f.pace, "pace", paceAuto, "how the throttle slows a cgroup's writers, a `MODE`: auto (from kernel 6.18, pace only the dirtying threads by CPU bandwidth where the hierarchy allows it, the freezer as the backstop; before 6.18, freeze the cgroup), on (pace on any kernel, with periods of at most 20 ms before 6.18) or off (freeze the cgroup)")
 	fl.StringVar(&f.dirtyTracker, "dirty-tracker", trackerAuto, "the eBPF dirty tracker (docs/tracker.md), a `MODE`: auto (load it, poll if it cannot load), on (refuse to start without it) or off (poll)")
 	complete := func(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
@@ -147,9 +147,9 @@ func (f *runFlags) check() error {
 		return usagef("--dirty-tracker: invalid value %q: allowed auto, on or off", f.dirtyTracker)
 	}
 	switch f.pace {
-	case paceAuto, paceOff:
+	case paceAuto, paceOn, paceOff:
 	default:
-		return usagef("--pace: invalid value %q: allowed auto or off", f.pace)
+		return usagef("--pace: invalid value %q: allowed auto, on or off", f.pace)
 	}
 	if err := checkSchedSlice(f.schedSlice); err != nil {
 		return usage(err)
@@ -296,14 +296,19 @@ func run(ctx context.Context, f *runFlags) error {
 		w.Close()
 		return err
 	}
-	periodCap, err := pacePeriodCap()
+	release, err := kernelRelease()
 	if err != nil {
-		log.Warn("kernel version unknown: pacing with the short period of kernels before 6.18", "err", err, "cap", periodCap)
+		w.Close()
+		return err
+	}
+	pace, periodCap, note := pacing(f.pace, release)
+	if note != "" {
+		log.Info("pacing off", "reason", note)
 	}
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
-		Reaction: f.reaction, NoPace: f.pace == paceOff, PacePeriodCap: periodCap,
+		Reaction: f.reaction, NoPace: !pace, PacePeriodCap: periodCap,
 		DryRun: f.dryRun,
 	})
 	if err != nil {

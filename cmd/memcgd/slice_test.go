@@ -67,7 +67,10 @@ func TestSchedSliceReachesEveryThread(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	release := kernelRelease(t)
+	release, err := kernelRelease()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var threads int
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
@@ -149,12 +152,4 @@ func customSlices(release string) bool {
 	var major, minor int
 	fmt.Sscanf(release, "%d.%d", &major, &minor)
 	return major > 6 || major == 6 && minor >= 12
-}
-
-func kernelRelease(t *testing.T) string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }

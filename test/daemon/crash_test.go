@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 )
 
@@ -95,23 +96,28 @@ func (zeros) Read(b []byte) (int, error) {
 }
 
 // undoState is what the daemon may change in the cgroups of a test and
-// must put back: their limits as they were before it ran.
+// must put back: their memory limits and CPU limits as they were before
+// it ran, and no pace group of its own left beneath them.
 type undoState struct {
 	l      layout.Layout
 	cgs    []*cgrouptest.Cgroup
 	limits []string
+	cpu    []string // each cgroup's CPU limit, "" where it has none
 }
 
 func newUndoState(t *testing.T, l layout.Layout, cgs ...*cgrouptest.Cgroup) undoState {
 	u := undoState{l: l, cgs: cgs}
 	for _, c := range cgs {
 		u.limits = append(u.limits, readLimit(t, l, c))
+		u.cpu = append(u.cpu, readCPULimit(t, cpuLimitFile(l, c)))
 	}
 	return u
 }
 
-// changed lists what is not as it was: a limit other than the original,
-// a freezer that holds a cgroup frozen.
+// changed lists what is not as it was: a limit or a CPU limit other than
+// the original, a freezer that holds a cgroup frozen, a pace group
+// (journal.PaceGroupName) beneath a cgroup, which holds its threads at a
+// quota.
 func (u undoState) changed(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -119,9 +125,57 @@ func (u undoState) changed(t *testing.T) []string {
 		if got := readLimit(t, u.l, c); got != u.limits[i] {
 			out = append(out, c.Dir+"/"+limitFile(u.l)+"="+got+" (was "+u.limits[i]+")")
 		}
+		if f := cpuLimitFile(u.l, c); f != "" {
+			if got := readCPULimit(t, f); got != u.cpu[i] {
+				out = append(out, f+"="+got+" (was "+u.cpu[i]+")")
+			}
+		}
 		out = append(out, frozen(t, u.l, c)...)
+		for _, dir := range []string{c.Dir, cpuDir(u.l, c)} {
+			if dir == "" {
+				continue
+			}
+			g := filepath.Join(dir, journal.PaceGroupName)
+			if _, err := os.Stat(g); err == nil {
+				out = append(out, g)
+			}
+		}
 	}
 	return out
+}
+
+// cpuDir is c's directory in the v1 cpu hierarchy, "" where there is none.
+func cpuDir(l layout.Layout, c *cgrouptest.Cgroup) string {
+	if l.CPU == nil {
+		return ""
+	}
+	return l.CPU.Dir(c.Path)
+}
+
+// cpuLimitFile is the file that holds c's own CPU limit: cpu.max on v2,
+// cpu.cfs_quota_us in the v1 cpu hierarchy; "" where c has neither.
+func cpuLimitFile(l layout.Layout, c *cgrouptest.Cgroup) string {
+	f := filepath.Join(c.Dir, "cpu.max")
+	if dir := cpuDir(l, c); dir != "" && l.Memory.Version == layout.V1 {
+		f = filepath.Join(dir, "cpu.cfs_quota_us")
+	}
+	if _, err := os.Stat(f); err != nil {
+		return ""
+	}
+	return f
+}
+
+// readCPULimit reads the CPU limit file f, "" for none.
+func readCPULimit(t *testing.T, f string) string {
+	t.Helper()
+	if f == "" {
+		return ""
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatalf("read %s: %v", f, err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // short shortens control file paths for the log: each to its hierarchy's
@@ -132,7 +186,7 @@ func short(l layout.Layout, parent *cgrouptest.Cgroup, paths []string) string {
 	out := make([]string, len(paths))
 	for i, p := range paths {
 		out[i] = p
-		for _, h := range []*layout.Hierarchy{&l.Memory, l.Unified, l.Freezer} {
+		for _, h := range []*layout.Hierarchy{&l.Memory, l.Unified, l.Freezer, l.CPU} {
 			if h == nil || !strings.HasPrefix(p, h.Mount+"/") {
 				continue
 			}

@@ -61,6 +61,7 @@ func main() {
 		mem      = flag.Int("mem", vm.DefaultMemoryMB, "guest memory in MB")
 		bps      = flag.Int64("bps", vm.DefaultWriteBPS, "write limit of the VM's disk in bytes/s; -1 for none")
 		timeout  = flag.Duration("timeout", vm.DefaultTimeout, "time limit of the VM run")
+		testTime = flag.Duration("test-timeout", vm.DefaultTestTimeout, "time limit of each test binary (-test.timeout): past it the binary prints its goroutines and fails")
 		shellCmd = flag.String("shell-cmd", "", "run this shell command in the VM instead of tests")
 		keep     = flag.Bool("keep", false, "keep the work directory (initramfs, test binaries)")
 		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
@@ -85,7 +86,7 @@ func main() {
 	}
 	code := runVM(ctx, work, options{
 		cgroup: vm.Cgroup(*cgroup), pkgs: pkgs, run: *run, mem: *mem, bps: *bps,
-		timeout: *timeout, shellCmd: *shellCmd, console: *console, env: env,
+		timeout: *timeout, testTimeout: *testTime, shellCmd: *shellCmd, console: *console, env: env,
 	})
 	if *keep {
 		fmt.Fprintf(os.Stderr, "vmrun: work directory kept: %s\n", work)
@@ -96,15 +97,16 @@ func main() {
 }
 
 type options struct {
-	cgroup   vm.Cgroup
-	pkgs     []string
-	run      string
-	mem      int
-	bps      int64
-	timeout  time.Duration
-	shellCmd string
-	console  bool
-	env      []string
+	cgroup      vm.Cgroup
+	pkgs        []string
+	run         string
+	mem         int
+	bps         int64
+	timeout     time.Duration
+	testTimeout time.Duration
+	shellCmd    string
+	console     bool
+	env         []string
 }
 
 // runVM builds the jobs, boots the VM and returns the exit status.
@@ -134,7 +136,7 @@ func runVM(ctx context.Context, work string, o options) int {
 			return 2
 		}
 		start := time.Now()
-		jobs, err = vm.TestJobs(ctx, mod, o.pkgs, o.run, vm.DefaultTestTimeout, bin)
+		jobs, err = vm.TestJobs(ctx, mod, o.pkgs, o.run, o.testTimeout, bin)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 			return 2

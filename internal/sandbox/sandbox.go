@@ -121,13 +121,11 @@ func New(l layout.Layout, prefix string, o Options) (*Cgroup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create cgroup: %w", err)
 		}
-		switch {
-		case self == "/":
-			if err := EnableControllers(dir); err != nil {
-				return nil, fmt.Errorf("create cgroup: %w", err)
-			}
-		case !ok:
+		if !ok && self != "/" {
 			return nil, fmt.Errorf("create cgroup: %s/cgroup.subtree_control lacks memory, and %s holds this process: %w", dir, self, ErrControllersOff)
+		}
+		if err := EnableControllers(dir); err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
 		}
 	}
 	return Create(l, host.Cgroup(path.Join(string(self), fmt.Sprintf("%s-%016x", prefix, rand.Uint64()))), o)
@@ -233,13 +231,17 @@ func Enabled(dir, controller string) (bool, error) {
 
 // EnableControllers enables memory, and io and cpu when the cgroup has
 // them (cpu for the pacer's pace groups), for the children of the v2
-// cgroup at dir, each unless it is enabled already. The kernel allows it
-// only in a cgroup without tasks, or in the root (the no-internal-process
-// rule, kernel/cgroup/cgroup.c cgroup_vet_subtree_control_enable). Each
-// controller is written alone: one unavailable controller fails the whole
-// write. An error wraps ErrNoMemoryController when dir's
-// cgroup.controllers lacks memory.
+// cgroup at dir, unless memory is enabled already. The
+// kernel allows it only in a cgroup without tasks, or in the root (the
+// no-internal-process rule, kernel/cgroup/cgroup.c
+// cgroup_vet_subtree_control_enable). Each controller is written alone:
+// one unavailable controller fails the whole write. An error wraps
+// ErrNoMemoryController when dir's cgroup.controllers lacks memory.
 func EnableControllers(dir string) error {
+	ok, err := Enabled(dir, "memory")
+	if err != nil || ok {
+		return err
+	}
 	p := filepath.Join(dir, "cgroup.controllers")
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -251,13 +253,6 @@ func EnableControllers(dir string) error {
 	}
 	for _, c := range []string{"memory", "io", "cpu"} {
 		if !slices.Contains(have, c) {
-			continue
-		}
-		on, err := Enabled(dir, c)
-		if err != nil {
-			return err
-		}
-		if on {
 			continue
 		}
 		if err := WriteFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+c); err != nil {

@@ -211,8 +211,15 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	if st["throttle_pauses"]+st["throttle_paces"] == 0 && float64(p99) > bound*dirtyBytes {
 		t.Errorf("memcgd stat: no pace nor freeze with p99 %.2f x dirty_bytes: the writer was never throttled", float64(p99)/dirtyBytes)
 	}
-	if float64(p50) > dirtyBytes {
-		t.Errorf("p50 of dirty+writeback %.1f MiB, over dirty_bytes (%d MiB)", float64(p50)/mib, dirtyBytes/mib)
+	// In the VM the kernel's own v2 memcg dirty limit holds the stock
+	// writer near 1.25 x dirty_bytes too, and the samples come tens of
+	// milliseconds apart: a tenth of the limit is the grain of its p50.
+	p50Bound := 1.0
+	if slow() > 1 {
+		p50Bound = 1.1
+	}
+	if float64(p50) > p50Bound*dirtyBytes {
+		t.Errorf("p50 of dirty+writeback %.1f MiB, over %.1f x dirty_bytes (%d MiB)", float64(p50)/mib, p50Bound, dirtyBytes/mib)
 	}
 	if float64(p99) > p99Bound*dirtyBytes {
 		t.Errorf("p99 of dirty+writeback %.2f x dirty_bytes, over %.0f x: the throttle did not hold the level", float64(p99)/dirtyBytes, p99Bound)

@@ -48,21 +48,19 @@ v2)
 	# can create child cgroups with controllers beneath their own.
 	mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 /sys/fs/cgroup ||
 		die "mount cgroup2 failed"
-	echo "+memory +io +cpu" >/sys/fs/cgroup/cgroup.subtree_control ||
-		die "enable memory, io and cpu controllers failed"
+	echo "+memory +io" >/sys/fs/cgroup/cgroup.subtree_control ||
+		die "enable memory and io controllers failed"
 	jobcg=
 	;;
 v1)
-	# A hybrid host like the development machines: the memory, freezer
-	# and cpu controllers on v1 hierarchies, an empty unified hierarchy
-	# for PSI and cgroup.freeze. Jobs run in a memory cgroup below the
-	# root, as processes do there (memory:/process_api/<id>), and in the
-	# root of the others.
+	# A hybrid host like the development machines: the memory and freezer
+	# controllers on v1 hierarchies, an empty unified hierarchy for PSI and
+	# cgroup.freeze. Jobs run in a memory cgroup below the root, as
+	# processes do there (memory:/process_api/<id>).
 	mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup || die "mount tmpfs on /sys/fs/cgroup failed"
-	mkdir /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/cpu /sys/fs/cgroup/unified
+	mkdir /sys/fs/cgroup/memory /sys/fs/cgroup/freezer /sys/fs/cgroup/unified
 	mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory || die "mount v1 memory failed"
 	mount -t cgroup -o freezer cgroup /sys/fs/cgroup/freezer || die "mount v1 freezer failed"
-	mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu || die "mount v1 cpu failed"
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified || die "mount cgroup2 on unified failed"
 	jobcg=/sys/fs/cgroup/memory/memcgd-vm
 	mkdir $jobcg || die "mkdir $jobcg failed"

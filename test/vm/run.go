@@ -19,14 +19,13 @@ import (
 type Cgroup string
 
 const (
-	// CgroupV2 mounts cgroup2 at /sys/fs/cgroup with the memory, io and
-	// cpu controllers enabled for the root's children; jobs run in the
-	// root.
+	// CgroupV2 mounts cgroup2 at /sys/fs/cgroup with the memory and io
+	// controllers enabled for the root's children; jobs run in the root.
 	CgroupV2 Cgroup = "v2"
-	// CgroupV1 mounts the v1 memory, freezer and cpu controllers at
-	// /sys/fs/cgroup/{memory,freezer,cpu} and an empty cgroup2 hierarchy
-	// at /sys/fs/cgroup/unified, like a hybrid host; jobs run in the
-	// memory cgroup /memcgd-vm and in the root of the others.
+	// CgroupV1 mounts the v1 memory and freezer controllers at
+	// /sys/fs/cgroup/{memory,freezer} and an empty cgroup2 hierarchy at
+	// /sys/fs/cgroup/unified, like a hybrid host; jobs run in the memory
+	// cgroup /memcgd-vm.
 	CgroupV1 Cgroup = "v1"
 )
 

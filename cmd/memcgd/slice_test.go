@@ -149,7 +149,6 @@ func sliceChild(v string) {
 // customSlices reports whether a kernel of this release keeps custom
 // slices for SCHED_OTHER tasks: 6.12 and later.
 func customSlices(release string) bool {
-	var major, minor int
-	fmt.Sscanf(release, "%d.%d", &major, &minor)
+	major, minor, _ := kernelVersion(release)
 	return major > 6 || major == 6 && minor >= 12
 }

@@ -77,7 +77,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		var s map[string]uint64
 		if _, ok := poll(readyTimeout*slow(), 20*time.Millisecond, func() bool {
 			s = d.stat(w.Path)
-			return s["writeout_targeted"] > 0 && s["throttle_paces"]+s["throttle_pauses"] > 0
+			return s["writeout_targeted"] > 0 && throttled(s) > 0
 		}); !ok {
 			t.Fatalf("memcgd stat %s: writeout_targeted %d, throttle_paces %d, throttle_pauses %d: want the dry run's decisions counted",
 				w.Path, s["writeout_targeted"], s["throttle_paces"], s["throttle_pauses"])
@@ -161,12 +161,10 @@ func watchedFiles(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup, bare *san
 	if dir, ok := l.FreezerDir(c.Path); ok {
 		paths = append(paths, filepath.Join(dir, "freezer.state"))
 	}
-	if l.CPU != nil {
-		if dir := l.CPU.Dir(c.Path); dir != "" {
-			if _, err := os.Stat(dir); err == nil {
-				paths = append(paths, filepath.Join(dir, "cpu.cfs_quota_us"))
-				absent = append(absent, filepath.Join(dir, journal.PaceGroupName))
-			}
+	if dir := cpuDir(l, c); dir != "" {
+		if _, err := os.Stat(dir); err == nil {
+			paths = append(paths, filepath.Join(dir, "cpu.cfs_quota_us"))
+			absent = append(absent, filepath.Join(dir, journal.PaceGroupName))
 		}
 	}
 	var out []watchedFile

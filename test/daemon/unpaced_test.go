@@ -208,7 +208,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	// emulated CPU dirties, and write-out past the background threshold
 	// alone can keep the level near the limit: a throttle is owed only
 	// when the excess is past the target bound.
-	if st["throttle_pauses"]+st["throttle_paces"] == 0 && float64(p99) > bound*dirtyBytes {
+	if throttled(st) == 0 && float64(p99) > bound*dirtyBytes {
 		t.Errorf("memcgd stat: no pace nor freeze with p99 %.2f x dirty_bytes: the writer was never throttled", float64(p99)/dirtyBytes)
 	}
 	// In the VM the kernel's own v2 memcg dirty limit holds the stock

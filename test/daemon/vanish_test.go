@@ -47,7 +47,7 @@ func TestDaemonSurvivesVanishedCgroup(t *testing.T) {
 	var s map[string]uint64
 	if _, ok := poll(within, 20*time.Millisecond, func() bool {
 		s = d.stat(busy.Path)
-		return s["pgoutrun"] >= 1 && s["throttle_paces"]+s["throttle_pauses"] >= 1
+		return s["pgoutrun"] >= 1 && throttled(s) >= 1
 	}); !ok {
 		t.Fatalf("memcgd stat %s: pgoutrun %d, throttle_paces %d, throttle_pauses %d: want the daemon reclaiming it and throttling it",
 			busy.Path, s["pgoutrun"], s["throttle_paces"], s["throttle_pauses"])

@@ -17,7 +17,15 @@ type bandwidth struct {
 	// drainMeasured says a drain has been measured: until then the
 	// estimate is INIT_BW or counters folded slowly into it, a guess.
 	drainMeasured bool
+	// busyWritten and busyFor sum the busy samples (busy) taken before
+	// a drain was measured.
+	busyWritten uint64
+	busyFor     time.Duration
 }
+
+// firstBusySpan is how much time of busy samples (busy) stands for the
+// first drain: a few of the device's completion bursts.
+const firstBusySpan = 50 * time.Millisecond
 
 func newBandwidth() bandwidth { return bandwidth{bw: InitBW, avg: InitBW} }
 
@@ -64,4 +72,24 @@ func (b *bandwidth) drained(written uint64, frozen time.Duration) {
 		return
 	}
 	b.update(written, frozen)
+}
+
+// busy folds in bytes written over elapsed while writeback was in flight
+// throughout: the device had work all along, so the rate is the device's,
+// whatever held the dirtier (a pace below the device's rate would
+// otherwise be learnt as the bandwidth, and keep itself there). Until a
+// drain is measured, firstBusySpan of them stand for the first drain, so
+// the estimate leaves INIT_BW at once; after, they are averaged as the
+// kernel averages.
+func (b *bandwidth) busy(written uint64, elapsed time.Duration) {
+	if b.drainMeasured {
+		b.update(written, elapsed)
+		return
+	}
+	b.busyWritten += written
+	b.busyFor += elapsed
+	if b.busyFor >= firstBusySpan {
+		b.drained(b.busyWritten, b.busyFor)
+		b.busyWritten, b.busyFor = 0, 0
+	}
 }

@@ -20,6 +20,7 @@ type Controller struct {
 	started bool
 	last    time.Time // previous observation
 	lastD   uint64    // dirty + writeback then
+	lastWB  uint64    // writeback then
 	lastIn  uint64    // dirtied-bytes counter then
 	lastOut uint64    // written-bytes counter then
 
@@ -209,7 +210,7 @@ func (c *Controller) account(in Input, dirty uint64) {
 	}
 	if !c.started {
 		c.started = true
-		c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
+		c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback
 		c.lastUsage = s.Usage
 		c.domainLimit = in.Dirty.Limit
 		c.limitStamp = in.Now
@@ -260,10 +261,15 @@ func (c *Controller) account(in Input, dirty uint64) {
 	case frozen:
 		// The drain is learnt whole when the cgroup is thawed.
 		c.throttle.frozenBytes += written
-	case measured && (written > 0 || dirty > 0):
-		// Like wb_bandwidth_estimate_start(), learn only while there
-		// is something to write, so idle time does not deflate the
-		// estimate.
+	case measured && s.Writeback > 0 && c.lastWB > 0:
+		// Writeback in flight at both ends: the device had work all
+		// along, so this is its rate, whatever paced the dirtier.
+		c.bw.busy(written, elapsed)
+	case measured && (written > 0 || s.Writeback > 0):
+		// Like wb_bandwidth_estimate_start(), learn only while
+		// something is being written, so idle time (dirty pages below
+		// the background threshold, which nothing writes) does not
+		// deflate the estimate.
 		c.bw.update(written, elapsed)
 	}
 	if !measured {
@@ -281,7 +287,7 @@ func (c *Controller) account(in Input, dirty uint64) {
 		}
 		c.updateDirtyRate(rated, ran)
 	}
-	c.last, c.lastD, c.lastIn, c.lastOut = in.Now, dirty, dirtiedCtr, writtenCtr
+	c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback
 	c.updateDomainLimit(in)
 }
 

@@ -163,6 +163,10 @@ type Decision struct {
 	// Pace is the CPU bandwidth the cgroup's dirtying tasks may use, with
 	// Input.Pacer; the zero Pacing releases them.
 	Pace Pacing
+	// PaceRefill asks for Pace, the pace in force, to be written again:
+	// the write refills the group's quota where its period timer would
+	// not yet (Controller.staleTimer).
+	PaceRefill bool
 
 	// Paused, with ThrottleThaw, is how long the cgroup was frozen, by
 	// the observations' clock (from the freeze, or the driver's refreeze

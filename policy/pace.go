@@ -131,6 +131,14 @@ type pacer struct {
 	lastDirtied uint64
 	lastCPU     time.Duration
 	measured    bool
+	// inForce is the pace in force at the last step; timerBy is until
+	// when the group's period timer may still be armed for a longer
+	// period than the one in force, and refilled when the pace was last
+	// written (staleTimer).
+	inForce           Pacing
+	timerBy, refilled time.Time
+	// cap is the longest period, as periodCap last chose it.
+	cap time.Duration
 }
 
 // pace decides the CPU bandwidth of the cgroup's dirtying tasks.
@@ -171,10 +179,52 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
 	share := min(float64(rate)/c.efficiency(), c.headroomShare(dirty, limit))
-	d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
+	d.Pace = c.keep(PaceFor(share, c.periodCap(in)), in.Paced)
+	c.staleTimer(in, d)
 	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
 	d.Active = true
+}
+
+// staleTimer asks for the pace in force to be written again
+// (Decision.PaceRefill) every period while the group's period timer may
+// still be armed for a longer period than the one in force. A write of
+// the bandwidth starts the period timer only if it is idle
+// (kernel/sched/core.c, tg_set_cfs_bandwidth; kernel/sched/fair.c,
+// start_cfs_bandwidth returns while period_active), so after a shorter
+// period is written the timer still fires at the expiry the longer one
+// set, and a group that has spent its quota stays throttled until then:
+// up to a second after a least pace, whatever its new period. Each write
+// refills the quota and unthrottles the group, so until that expiry the
+// daemon is the period timer.
+func (c *Controller) staleTimer(in Input, d *Decision) {
+	p := &c.pacer
+	shorter := func(from, to Pacing) {
+		if from.On() && to.On() && to.Period < from.Period {
+			if t := in.Now.Add(from.Period); t.After(p.timerBy) {
+				p.timerBy = t
+			}
+		}
+	}
+	shorter(p.inForce, in.Paced) // written since the last step
+	shorter(in.Paced, d.Pace)    // to be written now
+	p.inForce = in.Paced
+	switch {
+	case d.Pace != in.Paced:
+		p.refilled = in.Now // the write refills
+	case d.Pace.Limited() && in.Now.Before(p.timerBy) && in.Now.Sub(p.refilled) >= d.Pace.Period-MinLook:
+		d.PaceRefill, p.refilled = true, in.Now
+	}
+}
+
+// refillIn is how soon the pace in force must be written again
+// (staleTimer); 0 if it need not be.
+func (c *Controller) refillIn(in Input, d Decision) time.Duration {
+	p := &c.pacer
+	if !d.Pace.Limited() || !in.Now.Before(p.timerBy) {
+		return 0
+	}
+	return max(p.refilled.Add(d.Pace.Period).Sub(in.Now), MinLook)
 }
 
 // unlimitedPace keeps the tasks paced below freerun, where the kernel
@@ -185,8 +235,9 @@ func (c *Controller) unlimitedPace(in Input, dirty uint64, d *Decision) {
 	d.Pace = Unlimited
 	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
 	if share := c.headroomShare(dirty, limit); share < 1 {
-		d.Pace = c.keep(PaceFor(share, in.PacePeriodCap), in.Paced)
+		d.Pace = c.keep(PaceFor(share, c.periodCap(in)), in.Paced)
 	}
+	c.staleTimer(in, d)
 	d.Active = true
 	c.pacer.rising, c.pacer.level = false, dirty
 }
@@ -196,7 +247,7 @@ func (c *Controller) unlimitedPace(in Input, dirty uint64, d *Decision) {
 // have moved), with the level and the dirtied counter then.
 func (c *Controller) leastInForce(in Input, dirty uint64) {
 	p := &c.pacer
-	if !in.Paced.Limited() || in.Paced != PaceFor(0, in.PacePeriodCap) {
+	if !in.Paced.Limited() || in.Paced != PaceFor(0, c.periodCap(in)) {
 		p.least = time.Time{}
 		return
 	}
@@ -205,6 +256,47 @@ func (c *Controller) leastInForce(in Input, dirty uint64) {
 		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
 	}
 }
+
+// periodCap is the longest period a pace may have: in.PacePeriodCap, and
+// no longer than the least pace needs. The least pace, MinPaceQuota per
+// period, lets the tasks dirty Efficiency * MinPaceQuota a period, which
+// a period of leastPaceMargin times that at the write bandwidth keeps to
+// a fraction of what the device cleans; a longer one only stops the
+// tasks for longer, and leaves the period timer armed for longer once a
+// shorter period follows (staleTimer). Rounded up to a power of two
+// milliseconds, so that it moves only when the estimates do by a factor.
+func (c *Controller) periodCap(in Input) time.Duration {
+	limit := in.PacePeriodCap
+	if limit <= 0 || limit > MaxPacePeriod {
+		limit = MaxPacePeriod
+	}
+	p := &c.pacer
+	bw := float64(c.WriteBandwidth())
+	if bw <= 0 {
+		return limit
+	}
+	need := time.Duration(leastPaceMargin * c.efficiency() * float64(MinPaceQuota) / bw)
+	// Kept while it is within a factor of four of the need, and while
+	// the least pace is in force, so that the least pace stays one pace
+	// while the estimates wander (the backstop counts from when it came
+	// into force, leastInForce).
+	least := p.cap > 0 && in.Paced == PaceFor(0, min(p.cap, limit))
+	if !least && (p.cap == 0 || need > p.cap || need < p.cap/4) {
+		p.cap = minLeastPeriod
+		for p.cap < need && p.cap < MaxPacePeriod {
+			p.cap *= 2
+		}
+	}
+	return min(p.cap, limit)
+}
+
+// leastPaceMargin is how many times what the least pace lets the tasks
+// dirty the device cleans meanwhile (periodCap); minLeastPeriod is the
+// shortest period of the least pace, a few looks (PaceInterval).
+const (
+	leastPaceMargin = 4
+	minLeastPeriod  = 16 * time.Millisecond
+)
 
 // keep is pace p, or the pace in force when p is within PaceTolerance of
 // it: each write of a quota refills the group's runtime and unthrottles
@@ -281,7 +373,7 @@ func (c *Controller) paceBand(in Input, p Pacing) (above, below uint64) {
 	}
 	s := p.Share()
 	above, below = at(s*(1-PaceTolerance)), at(s*(1+PaceTolerance))
-	if p == PaceFor(0, in.PacePeriodCap) {
+	if p == PaceFor(0, c.periodCap(in)) {
 		above = c.backstopLevel(in)
 	}
 	return max(above, below+memcg.PageSize), below

@@ -57,6 +57,10 @@ func TestThePacedThrottle(t *testing.T) {
 		return a.On() == b.On() && a.Limited() == b.Limited() && a.Share() >= 0.99*b.Share() && a.Share() <= 1.01*b.Share()
 	}
 	share := func(pos float64) float64 { return bw * pos / (1 << 30) }
+	// The least pace lets the tasks dirty 1 MiB a period (a millisecond at
+	// 1 GiB per CPU-second): its period is four times what the device
+	// takes to clean that, 41 ms, rounded up to a power of two.
+	least := PaceFor(0, 64*ms)
 	var inForce Pacing
 	for _, tt := range []struct {
 		name     string
@@ -68,12 +72,12 @@ func TestThePacedThrottle(t *testing.T) {
 		{"below the background threshold: not paced", 0, 6 * mib, Pacing{}, ThrottleNone},
 		{"past the background threshold: paced without a limit, the threads moved before the pace must hold", 5 * ms, 10 * mib, Unlimited, ThrottleNone},
 		{"at the setpoint: paced to the device's speed (pos_ratio 1)", 10 * ms, 14 * mib, PaceFor(share(1), 0), ThrottleNone},
-		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, PaceFor(0, 0), ThrottleNone},
-		{"past the limit, the least pace in force since now: no freeze", 22 * ms, 20 * mib, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second) since it came into force: no freeze", 29 * ms, 21 * mib, PaceFor(0, 0), ThrottleNone},
-		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 27 * mib, PaceFor(0, 0), ThrottleFreeze},
-		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, PaceFor(0, 0), ThrottleThaw},
+		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, least, ThrottleNone},
+		{"past the limit, the least pace in force since now: no freeze", 22 * ms, 20 * mib, least, ThrottleNone},
+		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, least, ThrottleNone},
+		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second) since it came into force: no freeze", 29 * ms, 21 * mib, least, ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 27 * mib, least, ThrottleFreeze},
+		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, least, ThrottleThaw},
 		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
 		{"between background and freerun: paced without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
 		{"below the background threshold for less than PaceLinger: the tasks stay paced, without a limit", 70 * ms, 7 * mib, Unlimited, ThrottleNone},
@@ -231,5 +235,78 @@ func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
 	c2.bw, c2.pacer.efficiency = c.bw, c.pacer.efficiency
 	if d := c2.Step(in); d.NextLook != PaceInterval || d.Wake.LevelAbove != memcg.NoLimit {
 		t.Errorf("without level wakes: NextLook %v, LevelAbove %d; want PaceInterval and no level wake", d.NextLook, d.Wake.LevelAbove)
+	}
+}
+
+// A write of a shorter period leaves the period timer armed for the
+// expiry of the longer one before it: until that expiry the pace in force
+// is written again every period, the write refilling the quota.
+func TestAStaleTimerIsRefilledEveryPeriod(t *testing.T) {
+	least, short := PaceFor(0, 64*ms), PaceFor(0.25, 0) // 1 ms per 64 ms, 1 ms per 4 ms
+	c := NewController()
+	t0 := time.Unix(100, 0)
+	for _, tt := range []struct {
+		name       string
+		at         time.Duration
+		paced, ask Pacing
+		refill     bool
+		refillIn   time.Duration
+	}{
+		{"the least pace in force and asked: nothing to refill", 0, least, least, false, 0},
+		{"a shorter period asked: its write refills", 5 * ms, least, short, false, 4 * ms},
+		{"the shorter period in force, its period not yet past since the write", 7 * ms, short, short, false, 2 * ms},
+		{"a period (less a look) since the write: written again", 9 * ms, short, short, true, 4 * ms},
+		{"just after: not again", 10 * ms, short, short, false, 3 * ms},
+		{"past the longer period's expiry the timer is the new period's: no more", 80 * ms, short, short, false, 0},
+	} {
+		in := Input{Now: t0.Add(tt.at), Paced: tt.paced}
+		d := Decision{Pace: tt.ask}
+		c.staleTimer(in, &d)
+		if d.PaceRefill != tt.refill {
+			t.Errorf("%s: PaceRefill %v, want %v", tt.name, d.PaceRefill, tt.refill)
+		}
+		if got := c.refillIn(in, d); got != tt.refillIn {
+			t.Errorf("%s: next refill in %v, want %v", tt.name, got, tt.refillIn)
+		}
+	}
+}
+
+// The least pace's period is what keeps its dirtying to a quarter of what
+// the device cleans, in powers of two milliseconds from 16, within the
+// cap, and stays while the estimates wander by less than a factor of four.
+func TestTheLeastPacesPeriodFollowsTheDevice(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		bw, eff float64
+		cap     time.Duration
+		want    time.Duration
+	}{
+		{"a fast device: the shortest, a few looks", 1500e6, 2e9, 0, 16 * ms},
+		{"100 MiB/s, 1 GiB per CPU-second: 41 ms, rounded up", 100 * mib, 1 << 30, 0, 64 * ms},
+		{"a slow device: long", 10e6, 2e9, 0, 1024 * ms},
+		{"capped before 6.18", 10e6, 2e9, 20 * ms, 20 * ms},
+	} {
+		c := NewController()
+		c.bw = bandwidth{bw: tt.bw, avg: tt.bw, drainMeasured: true}
+		c.pacer.efficiency = tt.eff
+		got := c.periodCap(Input{PacePeriodCap: tt.cap})
+		if tt.want > MaxPacePeriod {
+			tt.want = MaxPacePeriod
+		}
+		if got != min(tt.want, MaxPacePeriod) {
+			t.Errorf("%s: period cap %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	c := NewController()
+	c.bw = bandwidth{bw: 100 * mib, avg: 100 * mib, drainMeasured: true}
+	c.pacer.efficiency = 1 << 30
+	first := c.periodCap(Input{})
+	c.bw.avg *= 2 // need 20 ms: within a factor of four of 64
+	if got := c.periodCap(Input{}); got != first {
+		t.Errorf("the bandwidth doubled: period cap %v, want %v kept", got, first)
+	}
+	c.bw.avg *= 4 // need 5 ms
+	if got := c.periodCap(Input{}); got != 16*ms {
+		t.Errorf("the bandwidth eight times: period cap %v, want 16ms", got)
 	}
 }

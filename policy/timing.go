@@ -82,6 +82,9 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 		} else {
 			need(PaceInterval)
 		}
+		if t := c.refillIn(in, *d); t > 0 {
+			need(t)
+		}
 	}
 	if c.throttle.frozen {
 		// Every MinLook, not at the drain's expected end at the

@@ -556,3 +556,49 @@ func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
 		t.Error("frozen by a dry run")
 	}
 }
+
+// A pace that shortens its period after the least pace leaves the period
+// timer armed for the least pace's expiry: the Core writes the pace in
+// force again, as the policy asks, until then.
+func TestAShortenedPaceIsWrittenAgainUntilTheOldPeriodEnds(t *testing.T) {
+	paced := func(dirty, writeback uint64) memcg.Stat {
+		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
+			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
+	}
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 6*mib))
+	w.settle()
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 16*mib) }) // at the limit: the least pace
+	w.c.Kick(w.now, "/a")
+	w.advance(20 * ms)
+	least := w.paced["/a"]
+	if !least.Limited() || least.Period < 16*ms {
+		t.Fatalf("at the limit: pace %+v, want the least", least)
+	}
+	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 12*mib+mib/2) }) // just past freerun: a short period
+	w.c.Kick(w.now, "/a")
+	w.advance(5 * ms)
+	short := w.paced["/a"]
+	if short.Period >= least.Period {
+		t.Fatalf("just past freerun: pace %+v after %+v, want a shorter period", short, least)
+	}
+	writes := func() int {
+		n := 0
+		for _, op := range w.ops {
+			if op.Kind == SetPace && op.Cgroup == "/a" && op.Quota == short.Quota && op.Period == short.Period {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	w.advance(least.Period)
+	during := writes() - before
+	if min := int(least.Period/short.Period) / 2; during < min {
+		t.Errorf("within the least pace's period after the change: %d writes of %+v, want at least %d", during, short, min)
+	}
+	before = writes()
+	w.advance(least.Period)
+	if after := writes() - before; after > 1 {
+		t.Errorf("after the least pace's period: %d more writes of the same pace, want none", after)
+	}
+}

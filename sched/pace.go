@@ -46,6 +46,9 @@ type pace struct {
 func (c *Core) carryPace(st *cgroup, d policy.Decision) {
 	p := &st.pace
 	switch {
+	case d.Pace == p.cur && d.PaceRefill && p.open && !p.busy:
+		c.paceOp(st, SetPace) // the same pace, written again
+		return
 	case d.Pace == p.cur:
 		return
 	case !d.Pace.On():

@@ -191,10 +191,16 @@ type paceGroup struct {
 }
 
 // Set changes the episode's pace and paces the cgroup's threads that
-// began dirtying since.
+// began dirtying since. The pace in force, set again, is only written
+// again: the write refills the groups' quota (a stale period timer's
+// remedy, policy.Decision.PaceRefill), and the threads are looked for at
+// the next change.
 func (e *Paced) Set(quota, period time.Duration) error {
 	if err := checkPace(quota, period); err != nil {
 		return err
+	}
+	if e.refill(quota, period) {
+		return nil
 	}
 	ctx := context.Background()
 	tids, err := e.p.dirtiers(ctx, e.cg)
@@ -429,6 +435,22 @@ func (e *Paced) undoAll(g *paceGroup) {
 		_ = e.p.undo(id)
 	}
 	g.records = nil
+}
+
+// refill writes the pace in force again, if it is quota per period, and
+// reports whether it was; a group it cannot write is left to a full Set.
+func (e *Paced) refill(quota, period time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended || quota != e.quota || period != e.period || len(e.groups) == 0 {
+		return false
+	}
+	for _, g := range e.groups {
+		if err := e.setLimit(g); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // setLimit writes the episode's pace to g; the quota is shared between

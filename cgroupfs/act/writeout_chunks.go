@@ -44,6 +44,11 @@ import (
 // cgroup's dirty bytes before its end, where an appending writer's dirty
 // pages are), and at most that much per write-out, so a write-out ends
 // once every file has been covered that far, or its budget is spent.
+// Before its tail, each write-out also sweeps one SweepStride of the
+// file's rest, from a sweep cursor that wraps round: a file written in
+// place (pre-allocated, a database's data file, fio's) holds its dirty
+// pages anywhere, and the sweep reaches them within size / SweepStride
+// write-outs.
 
 // WriteChunk is the most one sync_file_range call of a targeted write-out
 // covers: the kernel's MIN_WRITEBACK_PAGES (4 MiB, fs/fs-writeback.c).
@@ -55,6 +60,15 @@ import (
 // inode over a fast device; here a chunk is one system call, and a larger
 // one holds the request queue longer per turn.
 const WriteChunk = 4 << 20
+
+// SweepStride is how much of a file before its tail one write-out sweeps
+// in one sync_file_range call. A clean range costs little however long:
+// the call finds dirty pages by the page cache's dirty tag
+// (mm/page-writeback.c, write_cache_pages, filemap_get_folios_tag), which
+// skips clean subtrees whole; and what a range submits is bounded by the
+// dirty pages it holds, which for the cgroup's own files is at most its
+// dirty bytes.
+const SweepStride = 64 << 20
 
 // WriteOutQueueFull is how long a chunk's sync_file_range may take before
 // the write-out stops after it: submitting 4 MiB of dirty pages costs well
@@ -106,7 +120,9 @@ type WriteOuts struct {
 type cursor struct {
 	busy bool // guarded by WriteOuts.mu
 	at   map[fileID]int64
-	next fileID
+	// sweep is where each file's next sweep (SweepStride) begins.
+	sweep map[fileID]int64
+	next  fileID
 	// listed are the files of the last write-out that listed the
 	// cgroup's files in full (Sources.Tasks): the later ones, which take
 	// only the tracker's recent files, go on with them too.
@@ -280,6 +296,7 @@ func trackedOpener(tr *dirtytrack.Tracker, ino dirtytrack.Inode) func() (*os.Fil
 type turn struct {
 	id      fileID // the file's identity after reopening
 	off     int64  // where its next chunk starts
+	sweep   int64  // where its next sweep starts
 	covered int64  // bytes this round covered
 	size    int64
 	started bool // a chunk was submitted
@@ -301,12 +318,12 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 		return 0, nil
 	}
 	type state struct {
-		off, covered int64
-		done         bool
+		off, covered, sweep int64
+		done, swept         bool
 	}
 	st := make([]state, len(files))
 	for i, f := range files {
-		st[i].off = c.at[f.id]
+		st[i].off, st[i].sweep = c.at[f.id], c.sweep[f.id]
 	}
 	var (
 		errs     []error
@@ -338,8 +355,9 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 				break
 			}
 			turns := make([]turn, len(todo))
+			sweeps := make([]bool, len(todo))
 			for k, i := range todo {
-				turns[k].off = st[i].off
+				turns[k].off, turns[k].sweep, sweeps[k] = st[i].off, st[i].sweep, !st[i].swept
 			}
 			// Each round's turns, and what it reads, are the round
 			// goroutine's own until Do returns: an abandoned round may
@@ -350,7 +368,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 					if (!first || k > 0) && !w.opts.now().Before(until) {
 						return // the rest waits for the next write-out
 					}
-					if turns[k] = w.turn(files[i], turns[k].off, span); turns[k].full {
+					if turns[k] = w.turn(files[i], turns[k].off, span, turns[k].sweep, sweeps[k]); turns[k].full {
 						return
 					}
 				}
@@ -384,7 +402,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 				if t.err != nil && !errors.Is(t.err, errSkip) {
 					errs = append(errs, t.err)
 				}
-				st[i].off = t.off
+				st[i].off, st[i].sweep, st[i].swept = t.off, t.sweep, true
 				st[i].covered += t.covered
 				st[i].done = t.done || st[i].covered >= min(t.size, span)
 				if t.started {
@@ -405,11 +423,11 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 	// The cursor: each file's offset, and the file the next write-out
 	// begins with: the first the deadline left out, or the one after this
 	// write-out's first, so that the first turn (always taken) rotates.
-	at := make(map[fileID]int64, len(files))
+	at, sweep := make(map[fileID]int64, len(files)), make(map[fileID]int64, len(files))
 	for i, f := range files {
-		at[f.id] = st[i].off
+		at[f.id], sweep[f.id] = st[i].off, st[i].sweep
 	}
-	c.at = at
+	c.at, c.sweep = at, sweep
 	if stopped >= 0 {
 		c.next = files[stopped].id
 	} else {
@@ -418,11 +436,11 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 	return len(started), errors.Join(errs...)
 }
 
-// turn is one file's turn: open it, and submit the chunk at off, or at its
-// tail (tailStart) if off is before the tail or past the end. It may
-// block.
-func (w *WriteOuts) turn(f chunkFile, off, span int64) turn {
-	t := turn{off: off}
+// turn is one file's turn: open it, sweep it from sweep if asked
+// (SweepStride), and submit the chunk at off, or at its tail (tailStart)
+// if off is before the tail or past the end. It may block.
+func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool) turn {
+	t := turn{off: off, sweep: sweep}
 	file, err := f.open()
 	if err != nil {
 		t.done, t.err = true, err
@@ -441,7 +459,23 @@ func (w *WriteOuts) turn(f chunkFile, off, span int64) turn {
 		t.done = true
 		return t
 	}
-	if tail := tailStart(s.Size, span); off < tail || off >= s.Size {
+	tail := tailStart(s.Size, span)
+	if sweeping && tail > 0 {
+		if sweep >= tail {
+			sweep = 0
+		}
+		n := min(int64(SweepStride), tail-sweep)
+		start := w.opts.now()
+		if err := w.opts.sync(int(file.Fd()), sweep, n); err != nil {
+			t.done, t.err = true, fmt.Errorf("sync_file_range: %w", err)
+			return t
+		}
+		t.sweep, t.started = sweep+n, true
+		if t.full = w.opts.now().Sub(start) >= WriteOutQueueFull; t.full {
+			return t // the sweep found enough for the device
+		}
+	}
+	if off < tail || off >= s.Size {
 		off = tail
 	}
 	n := min(int64(WriteChunk), s.Size-off)
@@ -459,11 +493,11 @@ func (w *WriteOuts) turn(f chunkFile, off, span int64) turn {
 // much of it one write-out covers at most: the cgroup's dirty bytes when
 // the write-out began, in whole chunks, at least one. A file can hold no
 // more of the cgroup's dirty pages than that, and an appending writer's
-// are all there; a file dirtied further from its end is reached there
-// only by the kernel's flusher (or Flush). Covering a large file from its
-// start instead spent whole write-outs on clean ranges (a call each,
-// which ext4_writepages makes cost a tenth of a millisecond or more)
-// while its dirty tail waited and the device idled.
+// are all there; a file dirtied further from its end is reached by the
+// sweep (SweepStride). Covering a large file from its start in chunks
+// instead spent whole write-outs on clean ranges (a call each, which
+// ext4_writepages makes cost a tenth of a millisecond or more) while its
+// dirty tail waited and the device idled.
 func tailSpan(dirty uint64) int64 {
 	chunks := (dirty + WriteChunk - 1) / WriteChunk
 	return int64(max(chunks, 1) * WriteChunk)

@@ -116,9 +116,30 @@ func TestWriteOutChunks(t *testing.T) {
 			name:  "a large file is written out from its tail, as far from its end as the cgroup has dirty bytes",
 			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 40, key)} },
 			ops: []op{
-				{budget: 100, dirty: 6, want: "a@32+4 a@36+4", wantFiles: 1}, // 6 MiB dirty: two chunks before the end
-				{budget: 100, dirty: 2, want: "a@36+4", wantFiles: 1},        // past the end: back to the tail
+				// 6 MiB dirty: two chunks before the end, and the rest swept
+				{budget: 100, dirty: 6, want: "a@0+32 a@32+4 a@36+4", wantFiles: 1},
+				// past the end: back to the tail, the sweep going on before it
+				{budget: 100, dirty: 2, want: "a@32+4 a@36+4", wantFiles: 1},
 				{budget: 100, dirty: 100, want: "a@0+4 a@4+4 a@8+4 a@12+4 a@16+4 a@20+4 a@24+4 a@28+4 a@32+4 a@36+4", wantFiles: 1},
+			},
+		},
+		{
+			name:  "a file written in place is swept before its tail, a stride a write-out, round and round",
+			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 200, key)} },
+			ops: []op{
+				{budget: 100, dirty: 6, want: "a@0+64 a@192+4 a@196+4", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@64+64 a@192+4 a@196+4", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@128+64 a@192+4 a@196+4", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@0+64 a@192+4 a@196+4", wantFiles: 1},
+			},
+		},
+		{
+			name:  "a sweep that waited for the device's queue ends the write-out",
+			delay: WriteOutQueueFull,
+			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 200, key)} },
+			ops: []op{
+				{budget: 100, dirty: 6, want: "a@0+64", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@64+64", wantFiles: 1},
 			},
 		},
 		{

@@ -86,6 +86,9 @@ type Agent struct {
 	done     chan struct{}
 	ready    atomic.Bool // the first listing's cgroups each stepped once
 
+	// calls is the workers' CPU time by kind of op.
+	calls callCPU
+
 	mu     sync.Mutex // guards cfg and status
 	cfg    *config.Config
 	status map[host.Cgroup]state.Status // the Core's statuses, as of its last Ready

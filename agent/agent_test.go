@@ -33,11 +33,13 @@ type fakeHost struct {
 	calls    map[string]int // "kind cgroup"
 	frozen   map[host.Cgroup]bool
 	block    map[string]chan struct{} // "kind cgroup" → released when closed
+	spin     map[string]time.Duration // "kind cgroup" → CPU time the call burns
 	freezeOK bool
 }
 
 func newFakeHost(cgs map[host.Cgroup]memcg.Stat) *fakeHost {
-	return &fakeHost{stats: cgs, calls: map[string]int{}, frozen: map[host.Cgroup]bool{}, block: map[string]chan struct{}{}, freezeOK: true}
+	return &fakeHost{stats: cgs, calls: map[string]int{}, frozen: map[host.Cgroup]bool{}, block: map[string]chan struct{}{},
+		spin: map[string]time.Duration{}, freezeOK: true}
 }
 
 // enter counts a call and waits while it is blocked.
@@ -45,10 +47,12 @@ func (f *fakeHost) enter(kind string, cg host.Cgroup) {
 	f.mu.Lock()
 	key := kind + " " + string(cg)
 	f.calls[key]++
-	ch := f.block[key]
+	ch, spin := f.block[key], f.spin[key]
 	f.mu.Unlock()
 	if ch != nil {
 		<-ch
+	}
+	for start := threadCPU(); threadCPU()-start < spin; {
 	}
 }
 
@@ -280,6 +284,28 @@ func TestAReloadStepsEveryCgroupAgain(t *testing.T) {
 		}
 		if err := stop(); err != nil {
 			t.Error(err)
+		}
+	})
+}
+
+// Each op's CPU time is counted by its kind, on the thread that carried
+// it out.
+func TestTheWorkersCountTheirCallsCPUTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root,
+			"/a": {Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib}})
+		h.spin["write out /a"] = 20 * time.Millisecond
+		a, stop := run(t, Options{Host: h})
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		calls := a.CallCPU()
+		if got := calls["write out"]; got < 20*time.Millisecond || got > time.Second {
+			t.Errorf("write out: %v of CPU counted, want the 20ms it burnt (and not far more)", got)
+		}
+		if got := calls["observe"]; got <= 0 || got >= calls["write out"] {
+			t.Errorf("observe: %v of CPU counted, want some, less than the write-out's", got)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -51,8 +52,14 @@ func (x *executor) start(ctx context.Context) {
 			x.workers.Add(1)
 			go func() {
 				defer x.workers.Done()
+				// Its thread's CPU clock is then the ops' (callCPU); the
+				// thread ends with the worker.
+				runtime.LockOSThread()
 				for op := range ch {
-					x.results <- x.a.do(ctx, op)
+					before := threadCPU()
+					r := x.a.do(ctx, op)
+					x.a.calls.add(op.Kind, threadCPU()-before)
+					x.results <- r
 				}
 			}()
 		}

@@ -141,6 +141,10 @@ type DaemonResult struct {
 	// Busy was not measured.
 	Sched    SchedStat
 	BusyWall time.Duration
+	// KernelWork is the part of Busy spent in the host calls that do the
+	// kernel's work (KernelWorkCalls), by the daemon's own count
+	// (memcgd_host_call_cpu_seconds_total); −1 when not measured.
+	KernelWork float64
 }
 
 // Tracker says which dirty-tracking path the daemon reported for the
@@ -165,9 +169,9 @@ func (r DaemonResult) Tracker() string {
 // workload (DaemonResult.Busy) is measured from d.BusyStart to d.BusyEnd.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return DaemonResult{Busy: -1}, nil
+		return DaemonResult{Busy: -1, KernelWork: -1}, nil
 	}
-	busy := d.busy()
+	busy, work := d.busy(), d.kernelWork()
 	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
@@ -180,5 +184,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
 	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
-		Sched: sched, BusyWall: wall}, nil
+		Sched: sched, BusyWall: wall, KernelWork: work}, nil
 }

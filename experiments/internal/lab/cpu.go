@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,6 +100,9 @@ type busyMark struct {
 	sched SchedStat
 	at    time.Time
 	ok    bool
+	// calls is its memcgd_host_call_cpu_seconds_total by call, read
+	// from its metrics outside the interval; nil if unread.
+	calls map[string]float64
 }
 
 // BusyStart marks the start of the workload whose daemon CPU use EndArm
@@ -106,7 +110,9 @@ type busyMark struct {
 // a nil Daemon (the stock arm). A failed reading leaves Busy unmeasured.
 func (d *Daemon) BusyStart() {
 	if d != nil {
+		calls := d.callCPU()
 		d.busyFrom = d.mark()
+		d.busyFrom.calls = calls
 	}
 }
 
@@ -114,7 +120,60 @@ func (d *Daemon) BusyStart() {
 func (d *Daemon) BusyEnd() {
 	if d != nil {
 		d.busyTo = d.mark()
+		d.busyTo.calls = d.callCPU()
 	}
+}
+
+// callCPU reads the daemon's CPU time in host calls from its metrics
+// (memcgd_host_call_cpu_seconds_total), by call; nil if unread.
+func (d *Daemon) callCPU() map[string]float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	text, err := d.Metrics(ctx)
+	if err != nil {
+		return nil
+	}
+	return parseCallCPU(text)
+}
+
+// parseCallCPU takes memcgd_host_call_cpu_seconds_total{call="..."} from a
+// metrics page, by call.
+func parseCallCPU(text string) map[string]float64 {
+	const prefix = `memcgd_host_call_cpu_seconds_total{call="`
+	out := map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		call, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[call] = v
+		}
+	}
+	return out
+}
+
+// KernelWorkCalls are the host calls whose CPU time is mostly the
+// kernel's work done on the daemon's threads: submitting writeback,
+// reclaiming.
+var KernelWorkCalls = []string{"write out", "flush", "reclaim"}
+
+// kernelWork is the daemon's CPU use in KernelWorkCalls between BusyStart
+// and BusyEnd (1 is one core), −1 when unread.
+func (d *Daemon) kernelWork() float64 {
+	from, to := d.busyFrom, d.busyTo
+	if from.calls == nil || to.calls == nil || !to.at.After(from.at) {
+		return -1
+	}
+	var s float64
+	for _, c := range KernelWorkCalls {
+		s += to.calls[c] - from.calls[c]
+	}
+	return s / to.at.Sub(from.at).Seconds()
 }
 
 func (d *Daemon) mark() busyMark {

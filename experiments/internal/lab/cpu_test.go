@@ -86,3 +86,18 @@ func TestReadSchedStatOfThisThread(t *testing.T) {
 		t.Errorf("a 20 ms busy loop: %+v, want at least 2 ms on the CPU and a timeslice", d)
 	}
 }
+
+func TestParseCallCPU(t *testing.T) {
+	text := `# HELP memcgd_host_call_cpu_seconds_total CPU time.
+# TYPE memcgd_host_call_cpu_seconds_total counter
+memcgd_host_call_cpu_seconds_total{call="observe"} 0.25
+memcgd_host_call_cpu_seconds_total{call="write out"} 1.5
+memcgd_host_call_cpu_seconds_total{call="reclaim"} bad
+memcgd_cgroup_dirty_bytes{cgroup="/a"} 7
+`
+	got := parseCallCPU(text)
+	want := map[string]float64{"observe": 0.25, "write out": 1.5}
+	if len(got) != len(want) || got["observe"] != 0.25 || got["write out"] != 1.5 {
+		t.Errorf("parseCallCPU = %v, want %v (an unparsable value and other families left out)", got, want)
+	}
+}

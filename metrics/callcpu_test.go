@@ -1,0 +1,30 @@
+package metrics
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/state"
+)
+
+func TestCallCPUIsACounterByCall(t *testing.T) {
+	calls := map[string]time.Duration{"write out": 1500 * time.Millisecond, "observe": 250 * time.Millisecond}
+	reg, err := NewRegistry(func() []state.Status { return nil }, WithCallCPU(func() map[string]time.Duration { return calls }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, want := range []string{
+		"# TYPE memcgd_host_call_cpu_seconds_total counter",
+		`memcgd_host_call_cpu_seconds_total{call="write out"} 1.5`,
+		`memcgd_host_call_cpu_seconds_total{call="observe"} 0.25`,
+	} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -70,6 +70,15 @@ const WriteChunk = 4 << 20
 // dirty bytes.
 const SweepStride = 64 << 20
 
+// SweepFound is how long a sweep's call takes when it found dirty pages
+// to submit: a clean stride costs about a microsecond, submitting a page
+// tens. The next write-out sweeps that stride again rather than the next:
+// a writer in place (fio, a database filling its file) dirties near where
+// it dirtied last, and is otherwise reached only once a round of the
+// file. A clean stride that took this long (a preempted call) is swept
+// once more, which costs as little.
+const SweepFound = 50 * time.Microsecond
+
 // WriteOutQueueFull is how long a chunk's sync_file_range may take before
 // the write-out stops after it: submitting 4 MiB of dirty pages costs well
 // under a millisecond of CPU, so a call that took longer waited for room
@@ -470,8 +479,12 @@ func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool) tur
 			t.done, t.err = true, fmt.Errorf("sync_file_range: %w", err)
 			return t
 		}
+		took := w.opts.now().Sub(start)
 		t.sweep, t.started = sweep+n, true
-		if t.full = w.opts.now().Sub(start) >= WriteOutQueueFull; t.full {
+		if took >= SweepFound {
+			t.sweep = sweep // the same stride again next time
+		}
+		if t.full = took >= WriteOutQueueFull; t.full {
 			return t // the sweep found enough for the device
 		}
 	}

@@ -26,6 +26,9 @@ type chunkRig struct {
 	mu    sync.Mutex
 	now   time.Time
 	delay time.Duration // each call's
+	// cost is the time of the calls it names ("file@offset+length" in
+	// MiB) instead of delay: a sweep of a clean range takes a microsecond.
+	cost  map[string]time.Duration
 	calls []string
 }
 
@@ -51,8 +54,13 @@ func newChunkRig(t *testing.T) *chunkRig {
 			}
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			r.calls = append(r.calls, fmt.Sprintf("%s@%d+%d", filepath.Base(p), off/chunkMiB, n/chunkMiB))
-			r.now = r.now.Add(r.delay)
+			call := fmt.Sprintf("%s@%d+%d", filepath.Base(p), off/chunkMiB, n/chunkMiB)
+			r.calls = append(r.calls, call)
+			if d, ok := r.cost[call]; ok {
+				r.now = r.now.Add(d)
+			} else {
+				r.now = r.now.Add(r.delay)
+			}
 			return nil
 		},
 	})
@@ -106,14 +114,17 @@ func TestWriteOutChunks(t *testing.T) {
 		wantFiles int
 		dirty     uint64 // MiB the cgroup holds dirty; 0: 64
 	}
+	clean := time.Microsecond // a sweep's call over a clean range
 	tests := []struct {
 		name  string
 		delay time.Duration // of a call, if not a millisecond
+		cost  map[string]time.Duration
 		files func(r *chunkRig) []chunkFile
 		ops   []op
 	}{
 		{
 			name:  "a large file is written out from its tail, as far from its end as the cgroup has dirty bytes",
+			cost:  map[string]time.Duration{"a@0+32": clean, "a@32+4": clean},
 			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 40, key)} },
 			ops: []op{
 				// 6 MiB dirty: two chunks before the end, and the rest swept
@@ -125,6 +136,7 @@ func TestWriteOutChunks(t *testing.T) {
 		},
 		{
 			name:  "a file written in place is swept before its tail, a stride a write-out, round and round",
+			cost:  map[string]time.Duration{"a@0+64": clean, "a@64+64": clean, "a@128+64": clean},
 			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 200, key)} },
 			ops: []op{
 				{budget: 100, dirty: 6, want: "a@0+64 a@192+4 a@196+4", wantFiles: 1},
@@ -134,12 +146,22 @@ func TestWriteOutChunks(t *testing.T) {
 			},
 		},
 		{
-			name:  "a sweep that waited for the device's queue ends the write-out",
+			name:  "a stride in which the sweep found dirty pages (its call took SweepFound) is swept again",
+			cost:  map[string]time.Duration{"a@0+64": clean, "a@64+64": SweepFound, "a@128+64": clean},
+			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 200, key)} },
+			ops: []op{
+				{budget: 100, dirty: 6, want: "a@0+64 a@192+4 a@196+4", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@64+64 a@192+4 a@196+4", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@64+64 a@192+4 a@196+4", wantFiles: 1},
+			},
+		},
+		{
+			name:  "a sweep that waited for the device's queue ends the write-out, and its stride is swept again",
 			delay: WriteOutQueueFull,
 			files: func(r *chunkRig) []chunkFile { return []chunkFile{r.file("a", 200, key)} },
 			ops: []op{
 				{budget: 100, dirty: 6, want: "a@0+64", wantFiles: 1},
-				{budget: 100, dirty: 6, want: "a@64+64", wantFiles: 1},
+				{budget: 100, dirty: 6, want: "a@0+64", wantFiles: 1},
 			},
 		},
 		{
@@ -237,6 +259,7 @@ func TestWriteOutChunks(t *testing.T) {
 			if tt.delay != 0 {
 				r.delay = tt.delay
 			}
+			r.cost = tt.cost
 			files := tt.files(r)
 			c := r.w.take("/cg")
 			for i, op := range tt.ops {

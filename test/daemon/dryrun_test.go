@@ -70,7 +70,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	var dirtyNow func() uint64
 	for try := 1; ; try++ {
 		cgrouptest.StartWriter(t, w, filepath.Join(dir, fmt.Sprintf("mirrored-%d", try)), written)
-		startBareWriter(t, bare, filepath.Join(dir, fmt.Sprintf("bare-%d", try)), written)
+		startBareWriter(t, bare, filepath.Join(dir, fmt.Sprintf("bare-%d", try)), written, 4096)
 		dirtyNow = func() uint64 { s := observe(t, l, w); return s.Dirty + s.Writeback }
 
 		// The daemon counts what it would do.
@@ -254,14 +254,14 @@ func memoryOnlyCgroup(t *testing.T, l layout.Layout, cg host.Cgroup, limit uint6
 	return c
 }
 
-// startBareWriter starts a writer of size bytes to file in the memory
-// cgroup c only, which then sleeps with the file open: tasks that a real
-// run would move to a freezer cgroup it makes. It returns once the write
-// is done; the writer is killed at cleanup.
-func startBareWriter(t *testing.T, c *sandbox.Cgroup, file string, size int64) *exec.Cmd {
+// startBareWriter starts a writer of size bytes, in writes of block, to
+// file in the memory cgroup c only, which then sleeps with the file open:
+// tasks that a real run would move to a freezer cgroup it makes. It
+// returns once the write is done; the writer is killed at cleanup.
+func startBareWriter(t *testing.T, c *sandbox.Cgroup, file string, size, block int64) *exec.Cmd {
 	t.Helper()
-	script := `echo $$ > "$0/cgroup.procs" || exit 126; exec 5>"$1" || exit 1; dd if=/dev/zero bs=4096 count="$2" >&5 2>/dev/null || exit 1; echo done; exec sleep 3600`
-	cmd := exec.Command("sh", "-c", script, c.Dir, file, strconv.FormatInt(size/4096, 10))
+	script := `echo $$ > "$0/cgroup.procs" || exit 126; exec 5>"$1" || exit 1; dd if=/dev/zero bs="$3" count="$2" >&5 2>/dev/null || exit 1; echo done; exec sleep 3600`
+	cmd := exec.Command("sh", "-c", script, c.Dir, file, strconv.FormatInt(size/block, 10), strconv.FormatInt(block, 10))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

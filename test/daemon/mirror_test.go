@@ -27,7 +27,10 @@ func TestStopRemovesEmptyFreezerMirrors(t *testing.T) {
 	if l.Memory.Version != layout.V1 || l.Freezer == nil {
 		t.Skipf("memory on %s with no v1 freezer: the daemon makes no freezer mirror", l.Memory.Version)
 	}
-	const limit, dirtyBytes, written = 256 * mib, 16 * mib, 96 * mib
+	// 1 MiB writes under a 4 MiB dirty limit: the writers dirty faster
+	// than the write-out drains, so the throttle, the freezer here, must
+	// act (with 4 KiB writes and 16 MiB the write-out alone held one).
+	const limit, dirtyBytes, written, block = 256 * mib, 4 * mib, 96 * mib, mib
 	parent := cgrouptest.New(t, l, 0)
 	exited, running := host.Cgroup(path.Join(string(parent.Path), "exited")), host.Cgroup(path.Join(string(parent.Path), "running"))
 	exitedDir, runningDir := l.Freezer.Dir(exited), l.Freezer.Dir(running)
@@ -52,8 +55,8 @@ func TestStopRemovesEmptyFreezerMirrors(t *testing.T) {
 		parent.Path, dirtyBytes/2, dirtyBytes))
 	d.start()
 	dir := diskDir(t)
-	gone := startBareWriter(t, ec, filepath.Join(dir, "exited"), written)
-	stays := startBareWriter(t, rc, filepath.Join(dir, "running"), written)
+	gone := startBareWriter(t, ec, filepath.Join(dir, "exited"), written, block)
+	stays := startBareWriter(t, rc, filepath.Join(dir, "running"), written, block)
 
 	// The throttle freezes both, through the mirrors it makes.
 	for _, m := range []string{exitedDir, runningDir} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/internal/cputime"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -52,7 +53,7 @@ func (f *fakeHost) enter(kind string, cg host.Cgroup) {
 	if ch != nil {
 		<-ch
 	}
-	for start := threadCPU(); threadCPU()-start < spin; {
+	for start := cputime.Thread(); cputime.Thread()-start < spin; {
 	}
 }
 

@@ -1,31 +1,37 @@
 package agent
 
 import (
+	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/memcgd/memcgd/internal/cputime"
 	"github.com/memcgd/memcgd/sched"
 )
 
-// callCPU is the CPU time the workers' threads spent carrying out each
-// kind of op: the host calls, most of it in the kernel (a write-out's
-// sync_file_range submits the pages, a reclaim reclaims), the rest the
-// daemon's own reading and parsing. Each worker is locked to its thread,
-// so the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) around an op is the
-// op's.
+// callCPU is the CPU time spent carrying out each kind of op: the host
+// calls, most of it in the kernel (a write-out's sync_file_range submits
+// the pages, a reclaim reclaims), the rest the daemon's own reading and
+// parsing. A worker is locked to its thread for the op, so the thread's
+// CPU clock around it is the op's, and the goroutines the op hands work to
+// (cgroupfs/safeio's bounded operations) add theirs through a
+// cputime.Sink.
 type callCPU struct {
 	ns [256]atomic.Int64 // by sched.Kind
 }
 
-// threadCPU is the calling thread's CPU time, 0 if unreadable.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
+// measured carries out op on the calling worker, counting its CPU time.
+// The thread is locked for the op alone: a worker locked while it waits
+// for its next op would cost a thread switch at each hand-off.
+func (x *executor) measured(ctx context.Context, op sched.Op) sched.Result {
+	var sink cputime.Sink
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before := cputime.Thread()
+	r := x.a.do(cputime.WithSink(ctx, &sink), op)
+	x.a.calls.add(op.Kind, cputime.Thread()-before+sink.Load())
+	return r
 }
 
 func (c *callCPU) add(k sched.Kind, d time.Duration) {

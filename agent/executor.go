@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -52,14 +51,8 @@ func (x *executor) start(ctx context.Context) {
 			x.workers.Add(1)
 			go func() {
 				defer x.workers.Done()
-				// Its thread's CPU clock is then the ops' (callCPU); the
-				// thread ends with the worker.
-				runtime.LockOSThread()
 				for op := range ch {
-					before := threadCPU()
-					r := x.a.do(ctx, op)
-					x.a.calls.add(op.Kind, threadCPU()-before)
-					x.results <- r
+					x.results <- x.measured(ctx, op)
 				}
 			}()
 		}

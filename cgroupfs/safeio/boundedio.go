@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/memcgd/memcgd/internal/cputime"
 )
 
 // A file operation on a tenant's file can block for as long as the
@@ -157,7 +159,8 @@ func (b *BoundedIO) Run(ctx context.Context, key Key, fn, abandon func()) error 
 	done := make(chan struct{})
 	abandoned := false // guarded by mu
 	go func() {
-		fn()
+		// Its CPU time is the caller's operation's (cputime.Sink).
+		cputime.Measure(ctx, fn)
 		b.mu.Lock()
 		// Closing done under mu makes the caller's "finished or
 		// abandoned" decision and this one agree.

@@ -347,14 +347,6 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
 	num("memcgd time paused (ms)", "%.0f", func(a arm) float64 { return field("throttle_paused_us")(a) / 1e3 })
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
-	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return percent(a.daemon.KernelWork) })
+	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd CPU, user+sys over its life (s)", "%.2f", func(a arm) float64 { return (a.daemon.Usage.User + a.daemon.Usage.Sys).Seconds() })
-}
-
-// percent is a share of a core in percent; NaN when not measured (< 0).
-func percent(v float64) float64 {
-	if v < 0 {
-		return math.NaN()
-	}
-	return v * 100
 }

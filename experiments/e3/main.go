@@ -239,12 +239,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			}
 			return r.daemon.Busy * 100
 		})
-		num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(r result) float64 {
-			if r.daemon.KernelWork < 0 {
-				return math.NaN()
-			}
-			return r.daemon.KernelWork * 100
-		})
+		num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(r result) float64 { return r.daemon.KernelWorkPercent() })
 		for i := 1; i < len(vs); i++ {
 			r := results[i]
 			fewer := math.NaN()

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -145,6 +146,15 @@ type DaemonResult struct {
 	// kernel's work (KernelWorkCalls), by the daemon's own count
 	// (memcgd_host_call_cpu_seconds_total); −1 when not measured.
 	KernelWork float64
+}
+
+// KernelWorkPercent is KernelWork in percent of one core, NaN (printed
+// n/a) when not measured.
+func (r DaemonResult) KernelWorkPercent() float64 {
+	if r.KernelWork < 0 {
+		return math.NaN()
+	}
+	return r.KernelWork * 100
 }
 
 // Tracker says which dirty-tracking path the daemon reported for the

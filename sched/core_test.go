@@ -439,19 +439,21 @@ func TestTheStatusSaysWhatTheDaemonDoesNowAndSinceWhen(t *testing.T) {
 	}
 }
 
+// pacedStat is a paced cgroup's observation at dirty and writeback bytes.
+// The dirtied counter moves with the level: all of it is the cgroup's own
+// dirtying.
+func pacedStat(dirty, writeback uint64) memcg.Stat {
+	return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
+		Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
+}
+
 func TestPacingEpisodes(t *testing.T) {
-	// The dirtied counter moves with the level: all of it is the
-	// cgroup's own dirtying.
-	paced := func(dirty, writeback uint64) memcg.Stat {
-		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
-			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
-	}
-	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 6*mib))
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", pacedStat(0, 6*mib))
 	w.settle()
 	if w.count(Pace, "/a") != 0 {
 		t.Fatal("paced below the background threshold")
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 14*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 14*mib) })
 	w.c.Kick(w.now, "/a") // the tracker's report
 	w.advance(10 * ms)
 	if w.count(Pace, "/a") != 1 || !w.paced["/a"].On() || w.frozen["/a"] {
@@ -461,23 +463,23 @@ func TestPacingEpisodes(t *testing.T) {
 		t.Errorf("status %s, %d paces; want paced, one", s.State, s.Counters.Paces)
 	}
 	before := w.paced["/a"]
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 16*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 16*mib) })
 	w.advance(10 * ms)
 	if got := w.paced["/a"]; w.count(SetPace, "/a") == 0 || got.Share() >= before.Share() {
 		t.Errorf("at the limit: pace %+v after %+v, %d changes: want a smaller share", got, before, w.count(SetPace, "/a"))
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 40*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 40*mib) })
 	w.advance(15 * ms)
 	if !w.frozen["/a"] {
 		t.Error("past the backstop level, rising by more than the least pace allows: not frozen")
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 4*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 4*mib) })
 	w.advance(policy.PaceLinger + 100*ms)
 	if w.paced["/a"].On() || w.frozen["/a"] || w.count(Unpace, "/a") != 1 {
 		t.Errorf("below freerun for PaceLinger: pace %+v, frozen %v, %d unpaces; want released, thawed", w.paced["/a"], w.frozen["/a"], w.count(Unpace, "/a"))
 	}
 	// A new episode, then Stop releases it.
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 14*mib) })
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 14*mib) })
 	w.c.Kick(w.now, "/a")
 	w.advance(10 * ms)
 	w.c.Stop(w.now)
@@ -561,20 +563,16 @@ func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
 // timer armed for the least pace's expiry: the Core writes the pace in
 // force again, as the policy asks, until then.
 func TestAShortenedPaceIsWrittenAgainUntilTheOldPeriodEnds(t *testing.T) {
-	paced := func(dirty, writeback uint64) memcg.Stat {
-		return memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: dirty, Writeback: writeback,
-			Counters: memcg.Counters{HasDirtied: true, DirtiedBytes: dirty + writeback}}
-	}
-	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", paced(0, 6*mib))
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", pacedStat(0, 6*mib))
 	w.settle()
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 16*mib) }) // at the limit: the least pace
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 16*mib) }) // at the limit: the least pace
 	w.c.Kick(w.now, "/a")
 	w.advance(20 * ms)
 	least := w.paced["/a"]
 	if !least.Limited() || least.Period < 16*ms {
 		t.Fatalf("at the limit: pace %+v, want the least", least)
 	}
-	w.set("/a", func(s *memcg.Stat) { *s = paced(0, 12*mib+mib/2) }) // just past freerun: a short period
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 12*mib+mib/2) }) // just past freerun: a short period
 	w.c.Kick(w.now, "/a")
 	w.advance(5 * ms)
 	short := w.paced["/a"]

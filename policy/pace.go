@@ -137,8 +137,9 @@ type pacer struct {
 	// written (staleTimer).
 	inForce           Pacing
 	timerBy, refilled time.Time
-	// cap is the longest period, as periodCap last chose it.
-	cap time.Duration
+	// cap is the longest period, as periodCap last chose it; longest is
+	// the longest period of this step's paces, chosen once per step.
+	cap, longest time.Duration
 }
 
 // pace decides the CPU bandwidth of the cgroup's dirtying tasks.
@@ -149,6 +150,7 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 		return
 	}
 	c.measureEfficiency(in)
+	p.longest = c.periodCap(in)
 	freerun := in.Dirty.Freerun()
 	c.leastInForce(in, dirty)
 	switch {
@@ -179,7 +181,7 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	pos := PosRatio(int64(setpoint/memcg.PageSize), int64(dirty/memcg.PageSize), int64(limit/memcg.PageSize))
 	rate := TaskRatelimit(c.WriteBandwidth(), pos)
 	share := min(float64(rate)/c.efficiency(), c.headroomShare(dirty, limit))
-	d.Pace = c.keep(PaceFor(share, c.periodCap(in)), in.Paced)
+	d.Pace = c.keep(PaceFor(share, p.longest), in.Paced)
 	c.staleTimer(in, d)
 	p.rising, p.level = dirty > p.level, dirty
 	d.Why |= ReasonThrottle
@@ -235,19 +237,23 @@ func (c *Controller) unlimitedPace(in Input, dirty uint64, d *Decision) {
 	d.Pace = Unlimited
 	_, limit := DirtySetpoint(in.Dirty, c.domainLimit)
 	if share := c.headroomShare(dirty, limit); share < 1 {
-		d.Pace = c.keep(PaceFor(share, c.periodCap(in)), in.Paced)
+		d.Pace = c.keep(PaceFor(share, c.pacer.longest), in.Paced)
 	}
 	c.staleTimer(in, d)
 	d.Active = true
 	c.pacer.rising, c.pacer.level = false, dirty
 }
 
+// leastPace is this step's least pace: MinPaceQuota in the longest
+// period.
+func (c *Controller) leastPace() Pacing { return PaceFor(0, c.pacer.longest) }
+
 // leastInForce notes when the least pace came into force (in.Paced, as
 // the driver holds it: a pace asked for takes hold only once its threads
 // have moved), with the level and the dirtied counter then.
 func (c *Controller) leastInForce(in Input, dirty uint64) {
 	p := &c.pacer
-	if !in.Paced.Limited() || in.Paced != PaceFor(0, c.periodCap(in)) {
+	if !in.Paced.Limited() || in.Paced != c.leastPace() {
 		p.least = time.Time{}
 		return
 	}
@@ -267,8 +273,8 @@ func (c *Controller) leastInForce(in Input, dirty uint64) {
 // milliseconds, so that it moves only when the estimates do by a factor.
 func (c *Controller) periodCap(in Input) time.Duration {
 	limit := in.PacePeriodCap
-	if limit <= 0 || limit > MaxPacePeriod {
-		limit = MaxPacePeriod
+	if limit <= 0 {
+		limit = MaxPacePeriod // PaceFor clamps the rest
 	}
 	p := &c.pacer
 	bw := float64(c.WriteBandwidth())
@@ -373,7 +379,7 @@ func (c *Controller) paceBand(in Input, p Pacing) (above, below uint64) {
 	}
 	s := p.Share()
 	above, below = at(s*(1-PaceTolerance)), at(s*(1+PaceTolerance))
-	if p == PaceFor(0, c.periodCap(in)) {
+	if p == c.leastPace() {
 		above = c.backstopLevel(in)
 	}
 	return max(above, below+memcg.PageSize), below

@@ -41,7 +41,7 @@ func TestVM(t *testing.T) {
 			for _, res := range report.Results {
 				t.Run(res.Name, func(t *testing.T) {
 					if !res.Passed() {
-						t.Fatalf("%s; its output in the VM:\n%s", res.Problem, res.Output)
+						t.Fatalf("%s; the failed tests' output:\n%s\nthe whole output in the VM:\n%s", res.Problem, FailedOutput(res.Output), res.Output)
 					}
 					t.Log(summary(res.Output))
 				})

@@ -18,7 +18,7 @@ import (
 // (cgroupfs/safeio's bounded operations) add theirs through a
 // cputime.Sink.
 type callCPU struct {
-	ns [256]atomic.Int64 // by sched.Kind
+	ns, n [256]atomic.Int64 // CPU time and calls, by sched.Kind
 }
 
 // measured carries out op on the calling worker, counting its CPU time.
@@ -35,6 +35,7 @@ func (x *executor) measured(ctx context.Context, op sched.Op) sched.Result {
 }
 
 func (c *callCPU) add(k sched.Kind, d time.Duration) {
+	c.n[k].Add(1)
 	if d > 0 {
 		c.ns[k].Add(int64(d))
 	}
@@ -51,6 +52,23 @@ func (c *callCPU) byCall() map[string]time.Duration {
 	}
 	return out
 }
+
+// byCount returns how many of each kind of op were carried out, by its
+// name.
+func (c *callCPU) byCount() map[string]uint64 {
+	out := make(map[string]uint64)
+	for k := range c.n {
+		if n := c.n[k].Load(); n > 0 {
+			out[sched.Kind(k).String()] = uint64(n)
+		}
+	}
+	return out
+}
+
+// Calls returns how many host calls of each kind the daemon's workers
+// carried out since Run began, by the call's name: observe is a step of
+// one cgroup.
+func (a *Agent) Calls() map[string]uint64 { return a.calls.byCount() }
 
 // CallCPU returns the CPU time the daemon's workers spent in each kind of
 // host call since Run began, by the call's name ("write out",

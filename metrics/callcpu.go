@@ -19,6 +19,31 @@ func WithCallCPU(calls func() map[string]time.Duration) Option {
 	}
 }
 
+// WithCalls exports calls, how many host calls of each kind the daemon
+// carried out, as memcgd_host_calls_total{call}: observe counts the
+// daemon's steps (looks at a cgroup), its wake-ups' cost.
+func WithCalls(calls func() map[string]uint64) Option {
+	return func(r *Registry) error {
+		return r.own.Register(callsCollector{calls: calls, desc: prometheus.NewDesc("memcgd_host_calls_total",
+			"Host calls the daemon's workers carried out, by call: observe is one step of one cgroup (its files read); set pace a CPU bandwidth write; write out, reclaim and flush the actions.",
+			[]string{"call"}, nil)})
+	}
+}
+
+// callsCollector collects WithCalls' counter at each scrape.
+type callsCollector struct {
+	calls func() map[string]uint64
+	desc  *prometheus.Desc
+}
+
+func (c callsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c callsCollector) Collect(ch chan<- prometheus.Metric) {
+	for call, n := range c.calls() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), call)
+	}
+}
+
 // callCPUCollector collects WithCallCPU's counter at each scrape.
 type callCPUCollector struct {
 	calls func() map[string]time.Duration

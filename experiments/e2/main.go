@@ -245,6 +245,7 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 			return s.daemon.Busy * 100
 		})
 		num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(s sample) float64 { return s.daemon.KernelWorkPercent() })
+		num("memcgd steps (looks at a cgroup), a second", "%.0f", func(s sample) float64 { return s.daemon.StepRate() })
 		num("memcgd CPU, user+sys over its life (s)", "%.2f", func(s sample) float64 { return (s.daemon.Usage.User + s.daemon.Usage.Sys).Seconds() })
 		fmt.Printf("### Part 1, dirty limit, %s, run %d (%s)\n\n%s\n", mode, run, lab.OrderText(run, b.Arms), t)
 

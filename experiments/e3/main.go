@@ -240,6 +240,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			return r.daemon.Busy * 100
 		})
 		num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(r result) float64 { return r.daemon.KernelWorkPercent() })
+		num("memcgd steps (looks at a cgroup), a second", "%.0f", func(r result) float64 { return r.daemon.StepRate() })
 		for i := 1; i < len(vs); i++ {
 			r := results[i]
 			fewer := math.NaN()

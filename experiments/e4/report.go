@@ -214,6 +214,7 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 		return d.Busy * 100
 	}))
 	num("memcgd: of it in write-out, flush and reclaim calls (% of one core)", "%.1f", daemon(lab.DaemonResult.KernelWorkPercent))
+	num("memcgd: steps (looks at a cgroup), a second", "%.0f", daemon(lab.DaemonResult.StepRate))
 	num("memcgd: its threads put on a CPU, a second", "%.0f", daemon(func(d lab.DaemonResult) float64 {
 		if d.BusyWall == 0 {
 			return math.NaN()

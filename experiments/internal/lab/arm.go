@@ -146,6 +146,18 @@ type DaemonResult struct {
 	// kernel's work (KernelWorkCalls), by the daemon's own count
 	// (memcgd_host_call_cpu_seconds_total); −1 when not measured.
 	KernelWork float64
+	// Steps is how many steps (looks at a cgroup: observe calls) a
+	// second it made in that interval, over all its cgroups
+	// (memcgd_host_calls_total); −1 when not measured.
+	Steps float64
+}
+
+// StepRate is Steps, NaN (printed n/a) when not measured.
+func (r DaemonResult) StepRate() float64 {
+	if r.Steps < 0 {
+		return math.NaN()
+	}
+	return r.Steps
 }
 
 // KernelWorkPercent is KernelWork in percent of one core, NaN (printed
@@ -179,9 +191,9 @@ func (r DaemonResult) Tracker() string {
 // workload (DaemonResult.Busy) is measured from d.BusyStart to d.BusyEnd.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return DaemonResult{Busy: -1, KernelWork: -1}, nil
+		return DaemonResult{Busy: -1, KernelWork: -1, Steps: -1}, nil
 	}
-	busy, work := d.busy(), d.kernelWork()
+	busy, work, steps := d.busy(), d.kernelWork(), d.stepRate()
 	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
@@ -194,5 +206,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
 	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
-		Sched: sched, BusyWall: wall, KernelWork: work}, nil
+		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps}, nil
 }

@@ -100,9 +100,10 @@ type busyMark struct {
 	sched SchedStat
 	at    time.Time
 	ok    bool
-	// calls is its memcgd_host_call_cpu_seconds_total by call, read
-	// from its metrics outside the interval; nil if unread.
-	calls map[string]float64
+	// calls is its memcgd_host_call_cpu_seconds_total by call, and
+	// counts its memcgd_host_calls_total, read from its metrics outside
+	// the interval; nil if unread.
+	calls, counts map[string]float64
 }
 
 // BusyStart marks the start of the workload whose daemon CPU use EndArm
@@ -110,9 +111,9 @@ type busyMark struct {
 // a nil Daemon (the stock arm). A failed reading leaves Busy unmeasured.
 func (d *Daemon) BusyStart() {
 	if d != nil {
-		calls := d.callCPU()
+		calls, counts := d.callCPU()
 		d.busyFrom = d.mark()
-		d.busyFrom.calls = calls
+		d.busyFrom.calls, d.busyFrom.counts = calls, counts
 	}
 }
 
@@ -120,26 +121,26 @@ func (d *Daemon) BusyStart() {
 func (d *Daemon) BusyEnd() {
 	if d != nil {
 		d.busyTo = d.mark()
-		d.busyTo.calls = d.callCPU()
+		d.busyTo.calls, d.busyTo.counts = d.callCPU()
 	}
 }
 
-// callCPU reads the daemon's CPU time in host calls from its metrics
-// (memcgd_host_call_cpu_seconds_total), by call; nil if unread.
-func (d *Daemon) callCPU() map[string]float64 {
+// callCPU reads the daemon's CPU time in host calls, and how many it
+// made, from its metrics (memcgd_host_call_cpu_seconds_total,
+// memcgd_host_calls_total), by call; nil if unread.
+func (d *Daemon) callCPU() (cpu, counts map[string]float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	text, err := d.Metrics(ctx)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return parseCallCPU(text)
+	return parseByCall(text, "memcgd_host_call_cpu_seconds_total"), parseByCall(text, "memcgd_host_calls_total")
 }
 
-// parseCallCPU takes memcgd_host_call_cpu_seconds_total{call="..."} from a
-// metrics page, by call.
-func parseCallCPU(text string) map[string]float64 {
-	const prefix = `memcgd_host_call_cpu_seconds_total{call="`
+// parseByCall takes family{call="..."} from a metrics page, by call.
+func parseByCall(text, family string) map[string]float64 {
+	prefix := family + `{call="`
 	out := map[string]float64{}
 	for _, line := range strings.Split(text, "\n") {
 		rest, ok := strings.CutPrefix(line, prefix)
@@ -174,6 +175,16 @@ func (d *Daemon) kernelWork() float64 {
 		s += to.calls[c] - from.calls[c]
 	}
 	return s / to.at.Sub(from.at).Seconds()
+}
+
+// stepRate is how many steps (observe calls) a second the daemon made
+// between BusyStart and BusyEnd, −1 when unread.
+func (d *Daemon) stepRate() float64 {
+	from, to := d.busyFrom, d.busyTo
+	if from.counts == nil || to.counts == nil || !to.at.After(from.at) {
+		return -1
+	}
+	return (to.counts["observe"] - from.counts["observe"]) / to.at.Sub(from.at).Seconds()
 }
 
 func (d *Daemon) mark() busyMark {

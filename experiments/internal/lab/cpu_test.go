@@ -87,17 +87,21 @@ func TestReadSchedStatOfThisThread(t *testing.T) {
 	}
 }
 
-func TestParseCallCPU(t *testing.T) {
+func TestParseByCall(t *testing.T) {
 	text := `# HELP memcgd_host_call_cpu_seconds_total CPU time.
 # TYPE memcgd_host_call_cpu_seconds_total counter
 memcgd_host_call_cpu_seconds_total{call="observe"} 0.25
 memcgd_host_call_cpu_seconds_total{call="write out"} 1.5
 memcgd_host_call_cpu_seconds_total{call="reclaim"} bad
+memcgd_host_calls_total{call="observe"} 3400
 memcgd_cgroup_dirty_bytes{cgroup="/a"} 7
 `
-	got := parseCallCPU(text)
+	got := parseByCall(text, "memcgd_host_call_cpu_seconds_total")
 	want := map[string]float64{"observe": 0.25, "write out": 1.5}
 	if len(got) != len(want) || got["observe"] != 0.25 || got["write out"] != 1.5 {
-		t.Errorf("parseCallCPU = %v, want %v (an unparsable value and other families left out)", got, want)
+		t.Errorf("parseByCall = %v, want %v (an unparsable value and other families left out)", got, want)
+	}
+	if got := parseByCall(text, "memcgd_host_calls_total"); len(got) != 1 || got["observe"] != 3400 {
+		t.Errorf("parseByCall of the counts = %v, want observe 3400 alone", got)
 	}
 }

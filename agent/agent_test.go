@@ -310,3 +310,51 @@ func TestTheWorkersCountTheirCallsCPUTime(t *testing.T) {
 		}
 	})
 }
+
+// fakeWatcher records the watches armed.
+type fakeWatcher struct {
+	mu      sync.Mutex
+	watches map[host.Cgroup]host.Wake
+	events  chan host.Cgroup
+}
+
+func (w *fakeWatcher) Watch(cg host.Cgroup, wake host.Wake) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watches[cg] = wake
+	return nil
+}
+
+func (w *fakeWatcher) Unwatch(cg host.Cgroup) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.watches, cg)
+}
+
+func (w *fakeWatcher) Events() <-chan host.Cgroup { return w.events }
+func (w *fakeWatcher) Close() error               { return nil }
+
+// A step's watch is armed on the loop itself, not handed to a worker, and
+// every call, inline or not, is counted by its kind.
+func TestWatchesAreArmedAndEveryCallCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newFakeHost(map[host.Cgroup]memcg.Stat{"/": root,
+			"/a": {Limit: 100 * mib, Usage: 10 * mib, File: 5 * mib, Dirty: 1 * mib}})
+		w := &fakeWatcher{watches: map[host.Cgroup]host.Wake{}, events: make(chan host.Cgroup)}
+		a, stop := run(t, Options{Host: h, Watcher: w})
+		synctest.Wait()
+		w.mu.Lock()
+		_, armed := w.watches["/a"]
+		w.mu.Unlock()
+		if !armed {
+			t.Error("no watch of /a after its step")
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		calls := a.Calls()
+		if calls["watch"] == 0 || calls["observe"] == 0 || calls["write out"] != uint64(h.count("write out", "/a")) {
+			t.Errorf("calls %v, want watches and observes counted, and write out %d, as the host saw", calls, h.count("write out", "/a"))
+		}
+	})
+}

@@ -60,20 +60,40 @@ func (x *executor) start(ctx context.Context) {
 }
 
 // ready takes the Core's Ready: publishes the statuses and logs, hands
-// the ops to the workers and sets the timer for the next deadline.
+// the ops to the workers and sets the timer for the next deadline. A
+// Watch is carried out on the loop itself (inline): it only sets the
+// watcher's thresholds, in memory or a cgroupfs control file, and comes
+// with most steps, where a hand-off to a worker and back costs two
+// thread wake-ups.
 func (x *executor) ready(ctx context.Context, timer *time.Timer) {
-	rd := x.core.Ready()
-	x.publish(ctx, rd)
-	now := time.Now()
-	for _, op := range rd.Ops {
-		x.inflight[op.ID] = inflightOp{op, now}
-		x.lanes[op.Kind.Lane()] <- op
+	var rd sched.Ready
+	for {
+		rd = x.core.Ready()
+		x.publish(ctx, rd)
+		now := time.Now()
+		var done []sched.Result
+		for _, op := range rd.Ops {
+			if inline(op.Kind) {
+				done = append(done, x.measured(ctx, op))
+				continue
+			}
+			x.inflight[op.ID] = inflightOp{op, now}
+			x.lanes[op.Kind.Lane()] <- op
+		}
+		if len(done) == 0 {
+			break
+		}
+		x.core.Advance(time.Now(), done...)
 	}
 	timer.Stop()
 	if !rd.Deadline.IsZero() {
 		timer.Reset(max(time.Until(rd.Deadline), 0))
 	}
 }
+
+// inline reports whether ops of kind k are carried out on the loop
+// (ready).
+func inline(k sched.Kind) bool { return k == sched.Watch }
 
 // publish keeps the statuses Ready changed, for Status, and logs its
 // records.

@@ -95,6 +95,25 @@ const sampleGap = 5 * time.Millisecond
 // sampleMaxAge is the oldest a sample may be to tell the dirtiers by.
 const sampleMaxAge = 2 * time.Second
 
+// How often an episode's bookkeeping is read again, at most: the threads
+// that began dirtying since (dirtierRescan, at a Set that changes the
+// pace), the threads still in its groups (liveRescan, at CPU), and the
+// tenant's own CPU limit each group is held under (parentRescan, at a
+// write of the pace, and at once when a write is refused). A pace
+// changes up to hundreds of times a second and CPU is read at every step;
+// a thread that begins dirtying is paced within dirtierRescan, a CPU
+// limit the tenant lowers bounds the threads whatever memcgd writes
+// (tg_cfs_schedulable_down, kernel/sched/core.c).
+const (
+	// maxOpenSched is how many paced threads' schedstat files an episode
+	// keeps open (Paced.threadCPU): a tenant with thousands of dirtying
+	// threads gets no more of the daemon's fds.
+	maxOpenSched  = 64
+	dirtierRescan = 100 * time.Millisecond
+	liveRescan    = 100 * time.Millisecond
+	parentRescan  = time.Second
+)
+
 // Forget drops what the pacer keeps of cg.
 func (p *Pacer) Forget(cg host.Cgroup) {
 	p.mu.Lock()
@@ -138,6 +157,7 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 	}
 	e.mu.Lock()
 	err = e.adopt(ctx, tids)
+	e.scanned = time.Now()
 	e.mu.Unlock()
 	if err != nil {
 		_ = e.End()
@@ -176,9 +196,15 @@ type Paced struct {
 	stop          func() bool
 	// cpu is the CPU time the threads no longer in a group used while
 	// paced (v1, which counts per thread); base is each paced thread's
-	// when it was paced, last when CPU last read it.
+	// when it was paced, last when CPU last read it; sched its
+	// /proc/TID/task/TID/schedstat, open.
 	cpu        time.Duration
 	base, last map[int]time.Duration
+	sched      map[int]*os.File
+	// scanned is when the dirtiers were last looked for; live, and
+	// liveAt, the threads in the groups when last listed (v1).
+	scanned, liveAt time.Time
+	live            []int
 }
 
 var _ host.Paced = (*Paced)(nil)
@@ -188,13 +214,20 @@ type paceGroup struct {
 	dir     string // the pace group's directory
 	parent  string // the cpu cgroup the threads came from
 	records []uint64
+	// period is the period last written to cpu.cfs_period_us (v1), 0
+	// if unknown; share, shareOK and shareAt the tenant's own CPU limit
+	// on parent (parentShare) and when it was read.
+	period  time.Duration
+	share   float64
+	shareOK bool
+	shareAt time.Time
 }
 
 // Set changes the episode's pace and paces the cgroup's threads that
-// began dirtying since. The pace in force, set again, is only written
-// again: the write refills the groups' quota (a stale period timer's
-// remedy, policy.Decision.PaceRefill), and the threads are looked for at
-// the next change.
+// began dirtying since, looked for at most every dirtierRescan. The pace
+// in force, set again, is only written again: the write refills the
+// groups' quota (a stale period timer's remedy,
+// policy.Decision.PaceRefill).
 func (e *Paced) Set(quota, period time.Duration) error {
 	if err := checkPace(quota, period); err != nil {
 		return err
@@ -203,9 +236,16 @@ func (e *Paced) Set(quota, period time.Duration) error {
 		return nil
 	}
 	ctx := context.Background()
-	tids, err := e.p.dirtiers(ctx, e.cg)
-	if err != nil && !errors.Is(err, host.ErrVanished) {
-		return fmt.Errorf("set pace of %s: %w", e.cg, err)
+	e.mu.Lock()
+	rescan := time.Since(e.scanned) >= dirtierRescan || len(e.groups) == 0
+	e.mu.Unlock()
+	var tids []int
+	if rescan {
+		var err error
+		tids, err = e.p.dirtiers(ctx, e.cg)
+		if err != nil && !errors.Is(err, host.ErrVanished) {
+			return fmt.Errorf("set pace of %s: %w", e.cg, err)
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -218,6 +258,10 @@ func (e *Paced) Set(quota, period time.Duration) error {
 			return fmt.Errorf("set pace of %s: %w", e.cg, err)
 		}
 	}
+	if !rescan {
+		return nil
+	}
+	e.scanned = time.Now()
 	if err := e.adopt(ctx, tids); err != nil && !errors.Is(err, ErrNotPaceable) {
 		return fmt.Errorf("set pace of %s: %w", e.cg, err)
 	}
@@ -243,30 +287,73 @@ func (e *Paced) CPU() (time.Duration, error) {
 		}
 		return total, nil
 	}
-	var live []int
-	for _, g := range e.groups {
-		tids, err := journal.ReadTIDs(filepath.Join(g.dir, journal.FileTasksV1))
-		if err != nil {
-			return 0, err
+	if time.Since(e.liveAt) >= liveRescan {
+		var live []int
+		for _, g := range e.groups {
+			tids, err := journal.ReadTIDs(filepath.Join(g.dir, journal.FileTasksV1))
+			if err != nil {
+				return 0, err
+			}
+			live = append(live, tids...)
 		}
-		live = append(live, tids...)
+		e.live, e.liveAt = live, time.Now()
 	}
 	total := e.cpu
 	for tid, b := range e.base {
-		if slices.Contains(live, tid) {
-			if run, err := e.p.threadCPU(tid); err == nil && run >= e.last[tid] {
-				e.last[tid] = run
-			}
-		} else {
+		run, err := e.threadCPU(tid)
+		if err != nil || !slices.Contains(e.live, tid) {
+			// Gone, or left the group: what it used while paced stays
+			// counted.
 			e.cpu += e.last[tid] - b
 			total += e.last[tid] - b
-			delete(e.base, tid)
-			delete(e.last, tid)
+			e.forgetThread(tid)
 			continue
+		}
+		if run >= e.last[tid] {
+			e.last[tid] = run
 		}
 		total += e.last[tid] - b
 	}
 	return total, nil
+}
+
+// threadCPU is the time tid has run, from its schedstat file, kept open
+// between reads for the first maxOpenSched threads: the fd names the
+// thread, not its number, which a new thread may take once it is reaped.
+// Caller holds e.mu.
+func (e *Paced) threadCPU(tid int) (time.Duration, error) {
+	f, ok := e.sched[tid]
+	if !ok {
+		var err error
+		f, err = os.Open(threadFile(e.p.ProcRoot, tid, "schedstat"))
+		if err != nil {
+			return 0, err
+		}
+		if len(e.sched) < maxOpenSched {
+			if e.sched == nil {
+				e.sched = map[int]*os.File{}
+			}
+			e.sched[tid] = f
+		} else {
+			defer f.Close()
+		}
+	}
+	var buf [128]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, fmt.Errorf("read /proc/%d/schedstat: %w", tid, err)
+	}
+	return parseSchedStat(tid, buf[:n])
+}
+
+// forgetThread drops what the episode keeps of tid. Caller holds e.mu.
+func (e *Paced) forgetThread(tid int) {
+	if f, ok := e.sched[tid]; ok {
+		f.Close()
+		delete(e.sched, tid)
+	}
+	delete(e.base, tid)
+	delete(e.last, tid)
 }
 
 // End releases the threads and removes the pace groups. Calls after the
@@ -302,6 +389,9 @@ func (e *Paced) End() error {
 		}
 	}
 	e.groups = nil
+	for tid := range e.sched {
+		e.forgetThread(tid)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("end pacing of %s: %w", e.cg, errors.Join(errs...))
 	}
@@ -344,7 +434,7 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 			e.groups[parent] = g
 		}
 		if !e.v2 {
-			if run, err := e.p.threadCPU(tid); err == nil {
+			if run, err := e.threadCPU(tid); err == nil {
 				if e.base == nil {
 					e.base, e.last = map[int]time.Duration{}, map[int]time.Duration{}
 				}
@@ -352,7 +442,9 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 			}
 		}
 		switch err := ctlfile.Write(filepath.Join(g.dir, e.threadsFile()), strconv.Itoa(tid)); {
-		case err == nil, errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
+		case err == nil:
+			e.live = append(e.live, tid)
+		case errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
 		default:
 			return fmt.Errorf("move thread %d into %s: %w", tid, g.dir, err)
 		}
@@ -454,8 +546,21 @@ func (e *Paced) refill(quota, period time.Duration) bool {
 }
 
 // setLimit writes the episode's pace to g; the quota is shared between
-// the episode's groups.
+// the episode's groups. A write the kernel refuses is tried once more
+// with the tenant's CPU limit read again.
 func (e *Paced) setLimit(g *paceGroup) error {
+	err := e.writeLimit(g)
+	if err != nil && errors.Is(err, unix.EINVAL) {
+		g.shareAt, g.period = time.Time{}, 0
+		err = e.writeLimit(g)
+	}
+	return err
+}
+
+// writeLimit writes the episode's pace to g. On v1 the period is written
+// only when it changed: a write of either file sets the whole bandwidth
+// and refills the quota (kernel/sched/core.c, tg_set_cfs_bandwidth).
+func (e *Paced) writeLimit(g *paceGroup) error {
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 	quota := "max" // v2's no limit; v1's is -1
 	if e.quota > 0 {
@@ -463,8 +568,12 @@ func (e *Paced) setLimit(g *paceGroup) error {
 		// Not above the tenant's own share: v1 refuses a child's
 		// bandwidth above its parent's (tg_cfs_schedulable_down), and
 		// the parent's holds anyway.
-		if share, ok := e.parentShare(g.parent); ok {
-			q = max(min(q, time.Duration(share*float64(e.period))), time.Millisecond)
+		if time.Since(g.shareAt) >= parentRescan {
+			g.share, g.shareOK = e.parentShare(g.parent)
+			g.shareAt = time.Now()
+		}
+		if g.shareOK {
+			q = max(min(q, time.Duration(g.share*float64(e.period))), time.Millisecond)
 		}
 		quota = us(q)
 	}
@@ -476,8 +585,12 @@ func (e *Paced) setLimit(g *paceGroup) error {
 	}
 	// Period first: a quota written against the old period could be
 	// refused where the new pair is not (tg_cfs_schedulable_down).
-	if err := ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_period_us"), us(e.period)); err != nil {
-		return err
+	if g.period != e.period {
+		g.period = 0
+		if err := ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_period_us"), us(e.period)); err != nil {
+			return err
+		}
+		g.period = e.period
 	}
 	return ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_quota_us"), quota)
 }
@@ -553,13 +666,9 @@ func (p *Pacer) undo(id uint64) error {
 	return p.Journal.UndoNow(id)
 }
 
-// threadCPU is the time tid has run, from /proc/TID/schedstat's first
-// field (nanoseconds; kernel/sched/stats.c, show_schedstat).
-func (p *Pacer) threadCPU(tid int) (time.Duration, error) {
-	b, err := os.ReadFile(threadFile(p.ProcRoot, tid, "schedstat"))
-	if err != nil {
-		return 0, err
-	}
+// parseSchedStat takes the time a thread has run from its schedstat
+// file's first field (nanoseconds; kernel/sched/stats.c, show_schedstat).
+func parseSchedStat(tid int, b []byte) (time.Duration, error) {
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
 		return 0, fmt.Errorf("/proc/%d/schedstat: empty", tid)

@@ -218,3 +218,58 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// On v1 a pace group's bandwidth may not exceed its parent's
+// (tg_cfs_schedulable_down), so the pace is held to the tenant's own CPU
+// limit. The pacer reads that limit at most every second; a limit the
+// tenant lowered since, which makes the kernel refuse the pace, is read
+// again at once and the pace written within it.
+func TestThePaceFollowsATenantLimitLoweredMidEpisode(t *testing.T) {
+	l := paceable(t)
+	if l.CPU == nil {
+		t.Skip("v2's cpu.max takes a child's limit above its parent's (the least holds): no refusal to follow")
+	}
+	c := cgrouptest.New(t, l, 2<<30)
+	j := cgrouptest.Journal(t, l)
+	dir := cgrouptest.DiskDir(t)
+	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
+	awaitDirtying(t, l, c.Path)
+	home := threadCgroup(t, l, writer.Process.Pid)
+	write := func(file, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(home, file), []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("cpu.cfs_period_us", "100000")
+	write("cpu.cfs_quota_us", "50000") // the tenant's own limit: half a CPU
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(home, "cpu.cfs_quota_us"), []byte("-1"), 0) })
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	e, err := p.Pace(t.Context(), c.Path, 10*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	group := filepath.Join(home, journal.PaceGroupName)
+	quota := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(group, "cpu.cfs_quota_us"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	write("cpu.cfs_quota_us", "20000") // lowered to 0.2 CPU, above the pace's 0.1
+	if err := e.Set(40*time.Millisecond, 100*time.Millisecond); err != nil {
+		t.Fatalf("Set 0.4 of a CPU under a tenant limit lowered to 0.2: %v", err)
+	}
+	if got := quota(); got != "20000" {
+		t.Errorf("pace group quota %s µs, want 20000: the tenant's lowered limit", got)
+	}
+	if err := e.Set(15*time.Millisecond, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := quota(); got != "15000" {
+		t.Errorf("pace group quota %s µs, want 15000", got)
+	}
+}

@@ -197,6 +197,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 	case sched.Pace:
 		r.Paced, r.Err = h.Pace(ctx, op.Cgroup, op.Quota, op.Period)
 	case sched.SetPace:
+		h.PaceSets++
 		r.Err = op.Paced.Set(op.Quota, op.Period)
 	case sched.Unpace:
 		r.Err = op.Paced.End()

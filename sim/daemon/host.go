@@ -37,8 +37,9 @@ type Host struct {
 	// Freezes counts freezes and refreezes; LongestFreeze is the longest.
 	Freezes       int64
 	LongestFreeze time.Duration
-	// Paces counts pacing episodes.
-	Paces int64
+	// Paces counts pacing episodes; PaceSets the pace writes within
+	// them (SetPace ops).
+	Paces, PaceSets int64
 
 	frozenAt map[host.Cgroup]kernel.Time // start of the freeze in force
 }

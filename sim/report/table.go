@@ -226,6 +226,11 @@ func Tables(sc *scenario.Scenario, rs []*run.Result) []Table {
 				return "—"
 			}
 			return fmt.Sprintf("%.0f", float64(r.Daemon.Steps)/r.End.Seconds())
+		}), row("pace writes per simulated s", func(r *run.Result) string {
+			if r.Daemon == nil || r.End <= 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f", float64(r.Daemon.PaceSets)/r.End.Seconds())
 		}))
 		out = append(out, d)
 	}

@@ -93,8 +93,9 @@ type DaemonStats struct {
 	// throttle's own RunFor deadline (DriverFreezes of them; DriverThaws
 	// its HoldFor thaws); Wakeups the watcher's reports.
 	Freezes, DriverFreezes, DriverThaws, Wakeups int64
-	// Paces counts pacing episodes of the dirtying tasks.
-	Paces int64
+	// Paces counts pacing episodes of the dirtying tasks; PaceSets the
+	// pace writes within them.
+	Paces, PaceSets int64
 }
 
 // Sample is one point of the time series, of the focus cgroup.
@@ -334,7 +335,7 @@ func Variant(sc *scenario.Scenario, v scenario.Variant, progress Progress) (*Res
 	if dmn != nil {
 		h, st := dmn.H, dmn.Stats()
 		res.Daemon = &DaemonStats{Steps: st.Steps, WriteOuts: h.WriteOuts, Flushes: h.Flushes, Reclaimed: h.Reclaimed,
-			Frozen: h.Frozen, Freezes: h.Freezes, DriverFreezes: st.DriverFreezes, DriverThaws: st.DriverThaws, Paces: h.Paces,
+			Frozen: h.Frozen, Freezes: h.Freezes, DriverFreezes: st.DriverFreezes, DriverThaws: st.DriverThaws, Paces: h.Paces, PaceSets: h.PaceSets,
 			Wakeups: dmn.Wakeups, Errors: dmn.Errors()}
 	}
 	res.DirtyBytes = k.Knobs(focus).DirtyBytes

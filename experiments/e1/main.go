@@ -71,6 +71,7 @@ type arm struct {
 	pressure      lab.Pressure     // rise of the PSI totals during the run
 	disk          lab.DiskActivity // the device during the write phase
 	limit         uint64           // the limit the lab set
+	hostCPU       time.Duration    // the host's busy CPU time during the write phase (lab.HostCPU)
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
@@ -141,6 +142,10 @@ func addTargets(t *lab.Targets, mode string, arms []lab.Arm, a []arm) {
 			t.Add("E1 unpaced: writer memory stall (PSI some) ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, stall)
 			t.Add("E1 unpaced: failcnt ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, fail)
 			t.Add("E1 unpaced: daemon CPU during the run ≤ 10% of one core", name, "%.1f%%", func(v float64) bool { return v <= 10 }, busy(x))
+			t.Add("E1 unpaced: daemon CPU besides write-out, flush and reclaim calls ≤ 5% of one core", name, "%.1f%%",
+				func(v float64) bool { return v <= 5 }, busy(x)-x.daemon.KernelWorkPercent())
+			t.Add("E1 unpaced: host CPU per GiB written ≤ 1.1 × stock", name, "%.3f",
+				func(v float64) bool { return v <= 1.1 }, hostPerGiB(x)/hostPerGiB(stock))
 			continue
 		}
 		t.Add("E1 paced: writer memory stall ≥ 99% lower", name, "%.1f%%", func(v float64) bool { return v >= 99 }, stall)
@@ -165,6 +170,15 @@ func failcnt(a arm) float64 {
 		return float64(a.after.Counters.EventsMax - a.before.Counters.EventsMax)
 	}
 	return float64(a.after.Counters.Failcnt - a.before.Counters.Failcnt)
+}
+
+// hostPerGiB is the host's busy CPU time during the write phase per GiB
+// written, in CPU-seconds; NaN when not measured.
+func hostPerGiB(a arm) float64 {
+	if a.hostCPU <= 0 || a.res.Bytes == 0 {
+		return math.NaN()
+	}
+	return a.hostCPU.Seconds() / (float64(a.res.Bytes) / (1 << 30))
 }
 
 // busy is the daemon's CPU use during the writer's run in percent of one
@@ -214,9 +228,14 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	sm := b.Sample(10*time.Millisecond, c)
 	d.BusyStart()
 	disk0 := b.Disk()
+	host0, herr := lab.HostCPU()
 	a.res, a.use, err = w.Run(ctx, c)
+	host1, herr1 := lab.HostCPU()
 	a.disk = b.Disk().Sub(disk0)
 	d.BusyEnd()
+	if herr == nil && herr1 == nil {
+		a.hostCPU = host1 - host0
+	}
 	samples, serr := sm.Stop()
 	if err != nil {
 		return a, err
@@ -349,5 +368,6 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
 	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd steps (looks at a cgroup) during the writer's run, a second", "%.0f", func(a arm) float64 { return a.daemon.StepRate() })
+	num("host CPU during the write phase, per GiB written (CPU-s; all CPUs, all tasks)", "%.3f", hostPerGiB)
 	num("memcgd CPU, user+sys over its life (s)", "%.2f", func(a arm) float64 { return (a.daemon.Usage.User + a.daemon.Usage.Sys).Seconds() })
 }

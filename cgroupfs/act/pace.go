@@ -88,9 +88,12 @@ type threadSample struct {
 }
 
 // sampleGap is how long the pacer waits between two samples of the
-// threads' write_bytes when it has no recent one: a writer at 1 GB/s
-// dirties 5 MB in it.
-const sampleGap = 5 * time.Millisecond
+// threads' write_bytes when it has no recent one. The episode's first
+// move waits for it while the writer runs free, so it is short: a thread
+// that dirties a page in it is found (a writer at 1 GB/s dirties 1 MB),
+// and one slower than a page a millisecond at the next search
+// (dirtierRescan), against the sample this one leaves.
+const sampleGap = time.Millisecond
 
 // sampleMaxAge is the oldest a sample may be to tell the dirtiers by.
 const sampleMaxAge = 2 * time.Second

@@ -181,10 +181,12 @@ func (d *Daemon) kernelWork() float64 {
 // between BusyStart and BusyEnd, −1 when unread.
 func (d *Daemon) stepRate() float64 {
 	from, to := d.busyFrom, d.busyTo
-	if from.counts == nil || to.counts == nil || !to.at.After(from.at) {
-		return -1
+	n0, ok0 := from.counts["observe"]
+	n1, ok1 := to.counts["observe"]
+	if !ok0 || !ok1 || !to.at.After(from.at) {
+		return -1 // unread, or a daemon without memcgd_host_calls_total
 	}
-	return (to.counts["observe"] - from.counts["observe"]) / to.at.Sub(from.at).Seconds()
+	return (n1 - n0) / to.at.Sub(from.at).Seconds()
 }
 
 func (d *Daemon) mark() busyMark {

@@ -87,13 +87,18 @@ type threadSample struct {
 	bytes map[int]uint64
 }
 
-// sampleGap is how long the pacer waits between two samples of the
-// threads' write_bytes when it has no recent one. The episode's first
-// move waits for it while the writer runs free, so it is short: a thread
-// that dirties a page in it is found (a writer at 1 GB/s dirties 1 MB),
-// and one slower than a page a millisecond at the next search
-// (dirtierRescan), against the sample this one leaves.
-const sampleGap = time.Millisecond
+// firstSampleGap and laterSampleGap are the waits between the samples of the threads'
+// write_bytes when the pacer has no recent one, until a thread is seen to
+// grow. The episode's first move waits for them while the writer runs
+// free, so the first is short: a writer at 1 GB/s dirties 1 MB in it. A
+// thread that dirtied nothing in it (asleep in balance_dirty_pages, or
+// between two writes) is given 4 ms more; one that dirties later still is
+// found at the next search (dirtierRescan), against the sample this one
+// leaves.
+const (
+	firstSampleGap = time.Millisecond
+	laterSampleGap = 4 * time.Millisecond
+)
 
 // sampleMaxAge is the oldest a sample may be to tell the dirtiers by.
 const sampleMaxAge = 2 * time.Second
@@ -713,8 +718,9 @@ func cpuUsage(p string) (time.Duration, error) {
 }
 
 // dirtiers returns the threads of cg that dirtied pages lately: Dirtiers'
-// answer, or those whose write_bytes grew since the last sample (taking
-// two samples sampleGap apart when the last is too old).
+// answer, or those whose write_bytes grew since the last sample. When the
+// last is too old it takes a new one and then others firstSampleGap and
+// laterSampleGap after, until a thread is seen to grow.
 func (p *Pacer) dirtiers(ctx context.Context, cg host.Cgroup) ([]int, error) {
 	if p.Dirtiers != nil {
 		return p.Dirtiers(cg)
@@ -722,38 +728,55 @@ func (p *Pacer) dirtiers(ctx context.Context, cg host.Cgroup) ([]int, error) {
 	p.mu.Lock()
 	prev, ok := p.samples[cg]
 	p.mu.Unlock()
-	if !ok || time.Since(prev.at) > sampleMaxAge {
-		s, err := p.sample(cg)
+	gaps := []time.Duration{firstSampleGap, laterSampleGap}
+	if ok && time.Since(prev.at) <= sampleMaxAge {
+		gaps = []time.Duration{0}
+	} else {
+		var err error
+		if prev, err = p.sample(cg); err != nil {
+			return nil, err
+		}
+	}
+	var out []int
+	for _, gap := range gaps {
+		if gap > 0 {
+			t := time.NewTimer(gap)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+		cur, err := p.sample(cg)
 		if err != nil {
 			return nil, err
 		}
-		t := time.NewTimer(sampleGap)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		p.mu.Lock()
+		if p.samples == nil {
+			p.samples = map[host.Cgroup]threadSample{}
 		}
-		prev = s
+		p.samples[cg] = cur
+		p.mu.Unlock()
+		out = grown(prev, cur)
+		if len(out) > 0 {
+			break
+		}
 	}
-	cur, err := p.sample(cg)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	if p.samples == nil {
-		p.samples = map[host.Cgroup]threadSample{}
-	}
-	p.samples[cg] = cur
-	p.mu.Unlock()
+	return out, nil
+}
+
+// grown returns the threads of cur whose write_bytes grew since prev,
+// sorted; a thread new since counts from 0.
+func grown(prev, cur threadSample) []int {
 	var out []int
 	for tid, n := range cur.bytes {
-		if n > prev.bytes[tid] { // a thread new since counts from 0
+		if n > prev.bytes[tid] {
 			out = append(out, tid)
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	return out
 }
 
 // sample reads the write_bytes of every thread of cg.

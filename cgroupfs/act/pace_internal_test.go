@@ -3,6 +3,7 @@ package act
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/memcgd/memcgd/cgroupfs/layout"
@@ -40,5 +41,23 @@ func TestThePacerReadsEachThreadsOwnWriteBytes(t *testing.T) {
 	}
 	if s.bytes[100] != 5000 || s.bytes[101] != 0 {
 		t.Errorf("write_bytes by thread %v, want 100: 5000 and 101: 0, each thread's own", s.bytes)
+	}
+}
+
+func TestGrownTellsTheThreadsThatDirtied(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		prev, cur map[int]uint64
+		want      []int
+	}{
+		{"none grew", map[int]uint64{1: 10, 2: 20}, map[int]uint64{1: 10, 2: 20}, nil},
+		{"one grew", map[int]uint64{1: 10, 2: 20}, map[int]uint64{1: 10, 2: 4116}, []int{2}},
+		{"a new thread that wrote counts from 0", map[int]uint64{1: 10}, map[int]uint64{1: 10, 7: 4096, 3: 0}, []int{7}},
+		{"several, sorted", map[int]uint64{9: 0, 4: 0}, map[int]uint64{9: 1, 4: 1}, []int{4, 9}},
+	} {
+		got := grown(threadSample{bytes: tt.prev}, threadSample{bytes: tt.cur})
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: grown = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -26,7 +26,8 @@ import (
 // and on the fallback path (the daemon polls a dirtying cgroup at an
 // adaptive interval). What must hold on any machine: the writer is
 // throttled, its p50 stays at or below dirty_bytes, its p99 below
-// p99Bound x dirty_bytes, and it is never left frozen. The p99 targets
+// p99Bound x dirty_bytes (both after each round's start, startup), and it
+// is never left frozen. The p99 targets
 // (1.25 x dirty_bytes with the tracker, 1.5 x without) are performance
 // figures of an idle machine, measured and tabled by experiments/e2
 // (docs/results.md); here they only say when a throttle is owed.
@@ -48,6 +49,14 @@ const (
 	trackerOn  = "on"
 	trackerOff = "off"
 )
+
+// startup is the start of each round, in which the daemon first sees
+// the writer and moves its threads into a pace group: 20-60 ms on a
+// 2-core 6.18 host, in which a writer at 1.5 GB/s dirties tens of MiB,
+// and on the fallback path, whose first look comes at its poll, up to
+// the cgroup's limit. The percentiles are of the samples after it; its
+// peak is logged. experiments/e2 measures the whole run.
+const startup = 100 * time.Millisecond
 
 // p99Bound is the p99 of dirty+writeback, in multiples of dirty_bytes, that
 // the throttle must hold on a loaded 2-core machine and in the VM: well
@@ -148,12 +157,20 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		return samples, at, float64(size) / took.Seconds(), start
 	}
 
-	var all []uint64
+	var all []uint64 // after each round's start
 	var ratios []float64
 	for r := range rounds {
 		stockSamples, _, stockRate, _ := write(stock, fmt.Sprintf("stock-%d", r))
 		samples, at, rate, start := write(w, fmt.Sprintf("managed-%d", r))
-		all = append(all, samples...)
+		var startPeak uint64
+		for i, x := range samples {
+			if at[i] < startup {
+				startPeak = max(startPeak, x)
+				continue
+			}
+			all = append(all, x)
+		}
+		t.Logf("round %d: the start (its first %v): peak %d MiB", r, startup, startPeak/mib)
 		ratios = append(ratios, rate/stockRate)
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
 		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples; stock's p99 %.2f x)",
@@ -186,6 +203,7 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	}
 	p50, p99 := percentile(all, 50), percentile(all, 99)
 	slices.Sort(ratios)
+	t.Logf("all rounds, after their start: %d samples", len(all))
 	median := stats.Median(ratios)
 	t.Logf("all rounds: dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d MiB); throughput vs stock, median of %d rounds: %.0f %% (lowest %.0f %%)",
 		float64(p50)/dirtyBytes, float64(p99)/dirtyBytes, dirtyBytes/mib, rounds, 100*median, 100*ratios[0])

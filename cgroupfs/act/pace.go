@@ -87,14 +87,14 @@ type threadSample struct {
 	bytes map[int]uint64
 }
 
-// firstSampleGap and laterSampleGap are the waits between the samples of the threads'
-// write_bytes when the pacer has no recent one, until a thread is seen to
-// grow. The episode's first move waits for them while the writer runs
-// free, so the first is short: a writer at 1 GB/s dirties 1 MB in it. A
-// thread that dirtied nothing in it (asleep in balance_dirty_pages, or
-// between two writes) is given 4 ms more; one that dirties later still is
-// found at the next search (dirtierRescan), against the sample this one
-// leaves.
+// firstSampleGap and laterSampleGap are the waits between the samples of
+// the threads' write_bytes when the pacer has no recent one, until a
+// thread is seen to grow. The episode's first move waits for them while
+// the writer runs free, so the first is short: a writer at 1 GB/s
+// dirties 1 MB in it. A thread that dirtied nothing in it (asleep in
+// balance_dirty_pages, or between two writes) is given 4 ms more; one
+// that dirties later still is found at the next search (the next change
+// of the pace), against the sample this one leaves.
 const (
 	firstSampleGap = time.Millisecond
 	laterSampleGap = 4 * time.Millisecond
@@ -104,22 +104,19 @@ const (
 const sampleMaxAge = 2 * time.Second
 
 // How often an episode's bookkeeping is read again, at most: the threads
-// that began dirtying since (dirtierRescan, at a Set that changes the
-// pace), the threads still in its groups (liveRescan, at CPU), and the
-// tenant's own CPU limit each group is held under (parentRescan, at a
-// write of the pace, and at once when a write is refused). A pace
-// changes up to hundreds of times a second and CPU is read at every step;
-// a thread that begins dirtying is paced within dirtierRescan, a CPU
-// limit the tenant lowers bounds the threads whatever memcgd writes
+// still in its groups (liveRescan, at CPU), and the tenant's own CPU
+// limit each group is held under (parentRescan, at a write of the pace,
+// and at once when a write is refused). CPU is read at every step and a
+// pace written up to hundreds of times a second; a CPU limit the tenant
+// lowers bounds the threads whatever memcgd writes
 // (tg_cfs_schedulable_down, kernel/sched/core.c).
 const (
 	// maxOpenSched is how many paced threads' schedstat files an episode
 	// keeps open (Paced.threadCPU): a tenant with thousands of dirtying
 	// threads gets no more of the daemon's fds.
-	maxOpenSched  = 64
-	dirtierRescan = 100 * time.Millisecond
-	liveRescan    = 100 * time.Millisecond
-	parentRescan  = time.Second
+	maxOpenSched = 64
+	liveRescan   = 100 * time.Millisecond
+	parentRescan = time.Second
 )
 
 // Forget drops what the pacer keeps of cg.
@@ -165,7 +162,6 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 	}
 	e.mu.Lock()
 	err = e.adopt(ctx, tids)
-	e.scanned = time.Now()
 	e.mu.Unlock()
 	if err != nil {
 		_ = e.End()
@@ -209,10 +205,9 @@ type Paced struct {
 	cpu        time.Duration
 	base, last map[int]time.Duration
 	sched      map[int]*os.File
-	// scanned is when the dirtiers were last looked for; live, and
-	// liveAt, the threads in the groups when last listed (v1).
-	scanned, liveAt time.Time
-	live            []int
+	// live, and liveAt, the threads in the groups when last listed (v1).
+	liveAt time.Time
+	live   []int
 }
 
 var _ host.Paced = (*Paced)(nil)
@@ -232,10 +227,11 @@ type paceGroup struct {
 }
 
 // Set changes the episode's pace and paces the cgroup's threads that
-// began dirtying since, looked for at most every dirtierRescan. The pace
-// in force, set again, is only written again: the write refills the
-// groups' quota (a stale period timer's remedy,
-// policy.Decision.PaceRefill).
+// began dirtying since: a writer that has just started (the next dd of a
+// script, a thread a runtime has just created) runs unpaced until it is
+// found, so they are looked for at every change. The pace in force, set
+// again, is only written again: the write refills the groups' quota (a
+// stale period timer's remedy, policy.Decision.PaceRefill).
 func (e *Paced) Set(quota, period time.Duration) error {
 	if err := checkPace(quota, period); err != nil {
 		return err
@@ -244,16 +240,9 @@ func (e *Paced) Set(quota, period time.Duration) error {
 		return nil
 	}
 	ctx := context.Background()
-	e.mu.Lock()
-	rescan := time.Since(e.scanned) >= dirtierRescan || len(e.groups) == 0
-	e.mu.Unlock()
-	var tids []int
-	if rescan {
-		var err error
-		tids, err = e.p.dirtiers(ctx, e.cg)
-		if err != nil && !errors.Is(err, host.ErrVanished) {
-			return fmt.Errorf("set pace of %s: %w", e.cg, err)
-		}
+	tids, err := e.p.dirtiers(ctx, e.cg)
+	if err != nil && !errors.Is(err, host.ErrVanished) {
+		return fmt.Errorf("set pace of %s: %w", e.cg, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -266,10 +255,6 @@ func (e *Paced) Set(quota, period time.Duration) error {
 			return fmt.Errorf("set pace of %s: %w", e.cg, err)
 		}
 	}
-	if !rescan {
-		return nil
-	}
-	e.scanned = time.Now()
 	if err := e.adopt(ctx, tids); err != nil && !errors.Is(err, ErrNotPaceable) {
 		return fmt.Errorf("set pace of %s: %w", e.cg, err)
 	}

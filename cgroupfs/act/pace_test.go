@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,20 @@ func awaitDirtying(t *testing.T, l layout.Layout, cg host.Cgroup) {
 			t.Fatalf("the writer in %s dirtied nothing within 10 s", cg)
 		}
 	}
+}
+
+// dirtyingWriter starts dd writing mib MiB in a new cgroup limited to
+// 2 GiB and waits until it dirties; it returns the cgroup, the writer,
+// the directory of the writer's cpu cgroup (where its pace group goes)
+// and a pacer that may act beneath the cgroup's parent, with a journal of
+// its own.
+func dirtyingWriter(t *testing.T, l layout.Layout, mib int) (*cgrouptest.Cgroup, *exec.Cmd, string, *act.Pacer) {
+	t.Helper()
+	c := cgrouptest.New(t, l, 2<<30)
+	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(cgrouptest.DiskDir(t), "w"), "bs=1M", "count="+strconv.Itoa(mib))
+	awaitDirtying(t, l, c.Path)
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: cgrouptest.Journal(t, l), Under: host.Cgroup(path.Dir(string(c.Path)))}
+	return c, writer, threadCgroup(t, l, writer.Process.Pid), p
 }
 
 // threadCgroup returns the directory of pid's cgroup in the pacer's
@@ -154,14 +169,8 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 // a thread that is exiting cannot be moved out, and it keeps the group
 // populated until its exit has run.
 func TestThePacerEndsAnEpisodeWhoseThreadWasKilled(t *testing.T) {
-	l := paceable(t)
-	c := cgrouptest.New(t, l, 2<<30)
-	j := cgrouptest.Journal(t, l)
-	dir := cgrouptest.DiskDir(t)
-	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=100000")
-	awaitDirtying(t, l, c.Path)
-	home := threadCgroup(t, l, writer.Process.Pid)
-	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	c, writer, home, p := dirtyingWriter(t, paceable(t), 100000)
+	j := p.Journal
 	e, err := p.Pace(t.Context(), c.Path, time.Millisecond, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -185,14 +194,8 @@ func TestThePacerEndsAnEpisodeWhoseThreadWasKilled(t *testing.T) {
 // A pace left behind by a crash (no End) is undone by the next start's
 // Recover: the threads go back, the group is removed.
 func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
-	l := paceable(t)
-	c := cgrouptest.New(t, l, 2<<30)
-	j := cgrouptest.Journal(t, l)
-	dir := cgrouptest.DiskDir(t)
-	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
-	awaitDirtying(t, l, c.Path)
-	home := threadCgroup(t, l, writer.Process.Pid)
-	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
+	c, _, home, p := dirtyingWriter(t, paceable(t), 1024)
+	j := p.Journal
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := p.Pace(ctx, c.Path, 2*time.Millisecond, 10*time.Millisecond); err != nil {
@@ -229,12 +232,7 @@ func TestThePaceFollowsATenantLimitLoweredMidEpisode(t *testing.T) {
 	if l.CPU == nil {
 		t.Skip("v2's cpu.max takes a child's limit above its parent's (the least holds): no refusal to follow")
 	}
-	c := cgrouptest.New(t, l, 2<<30)
-	j := cgrouptest.Journal(t, l)
-	dir := cgrouptest.DiskDir(t)
-	writer := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "w"), "bs=1M", "count=1024")
-	awaitDirtying(t, l, c.Path)
-	home := threadCgroup(t, l, writer.Process.Pid)
+	c, _, home, p := dirtyingWriter(t, l, 1024)
 	write := func(file, v string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(home, file), []byte(v), 0); err != nil {
@@ -244,7 +242,6 @@ func TestThePaceFollowsATenantLimitLoweredMidEpisode(t *testing.T) {
 	write("cpu.cfs_period_us", "100000")
 	write("cpu.cfs_quota_us", "50000") // the tenant's own limit: half a CPU
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(home, "cpu.cfs_quota_us"), []byte("-1"), 0) })
-	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: j, Under: host.Cgroup(path.Dir(string(c.Path)))}
 	e, err := p.Pace(t.Context(), c.Path, 10*time.Millisecond, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

@@ -13,9 +13,10 @@ import (
 // process's CPU counter includes.
 func WithCallCPU(calls func() map[string]time.Duration) Option {
 	return func(r *Registry) error {
-		return r.own.Register(callCPUCollector{calls: calls, desc: prometheus.NewDesc("memcgd_host_call_cpu_seconds_total",
-			"CPU time the daemon's workers spent carrying out host calls, by call: write out, flush and reclaim are mostly the kernel's work (submitting writeback, reclaiming); observe is reading the cgroups' files.",
-			[]string{"call"}, nil)})
+		return r.own.Register(byCall[time.Duration]{calls: calls, value: time.Duration.Seconds,
+			desc: prometheus.NewDesc("memcgd_host_call_cpu_seconds_total",
+				"CPU time the daemon's workers spent carrying out host calls, by call: write out, flush and reclaim are mostly the kernel's work (submitting writeback, reclaiming); observe is reading the cgroups' files.",
+				[]string{"call"}, nil)})
 	}
 }
 
@@ -24,36 +25,25 @@ func WithCallCPU(calls func() map[string]time.Duration) Option {
 // daemon's steps (looks at a cgroup), its wake-ups' cost.
 func WithCalls(calls func() map[string]uint64) Option {
 	return func(r *Registry) error {
-		return r.own.Register(callsCollector{calls: calls, desc: prometheus.NewDesc("memcgd_host_calls_total",
-			"Host calls the daemon's workers carried out, by call: observe is one step of one cgroup (its files read); set pace a CPU bandwidth write; write out, reclaim and flush the actions.",
-			[]string{"call"}, nil)})
+		return r.own.Register(byCall[uint64]{calls: calls, value: func(n uint64) float64 { return float64(n) },
+			desc: prometheus.NewDesc("memcgd_host_calls_total",
+				"Host calls the daemon's workers carried out, by call: observe is one step of one cgroup (its files read); set pace a CPU bandwidth write; write out, reclaim and flush the actions.",
+				[]string{"call"}, nil)})
 	}
 }
 
-// callsCollector collects WithCalls' counter at each scrape.
-type callsCollector struct {
-	calls func() map[string]uint64
+// byCall collects a counter by call at each scrape, value converting
+// each call's figure to the metric's base unit.
+type byCall[V any] struct {
+	calls func() map[string]V
+	value func(V) float64
 	desc  *prometheus.Desc
 }
 
-func (c callsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c byCall[V]) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c callsCollector) Collect(ch chan<- prometheus.Metric) {
-	for call, n := range c.calls() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), call)
-	}
-}
-
-// callCPUCollector collects WithCallCPU's counter at each scrape.
-type callCPUCollector struct {
-	calls func() map[string]time.Duration
-	desc  *prometheus.Desc
-}
-
-func (c callCPUCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c callCPUCollector) Collect(ch chan<- prometheus.Metric) {
-	for call, d := range c.calls() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, d.Seconds(), call)
+func (c byCall[V]) Collect(ch chan<- prometheus.Metric) {
+	for call, v := range c.calls() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, c.value(v), call)
 	}
 }

@@ -111,13 +111,14 @@ const sampleMaxAge = 2 * time.Second
 // lowers bounds the threads whatever memcgd writes
 // (tg_cfs_schedulable_down, kernel/sched/core.c).
 const (
-	// maxOpenSched is how many paced threads' schedstat files an episode
-	// keeps open (Paced.threadCPU): a tenant with thousands of dirtying
-	// threads gets no more of the daemon's fds.
-	maxOpenSched = 64
 	liveRescan   = 100 * time.Millisecond
 	parentRescan = time.Second
 )
+
+// maxOpenSched is how many paced threads' schedstat files an episode
+// keeps open (Paced.threadCPU): a tenant with thousands of dirtying
+// threads gets no more of the daemon's fds.
+const maxOpenSched = 64
 
 // Forget drops what the pacer keeps of cg.
 func (p *Pacer) Forget(cg host.Cgroup) {
@@ -293,8 +294,14 @@ func (e *Paced) CPU() (time.Duration, error) {
 	}
 	total := e.cpu
 	for tid, b := range e.base {
-		run, err := e.threadCPU(tid)
-		if err != nil || !slices.Contains(e.live, tid) {
+		var run time.Duration
+		live := slices.Contains(e.live, tid)
+		if live {
+			var err error
+			run, err = e.threadCPU(tid)
+			live = err == nil
+		}
+		if !live {
 			// Gone, or left the group: what it used while paced stays
 			// counted.
 			e.cpu += e.last[tid] - b
@@ -543,7 +550,7 @@ func (e *Paced) refill(quota, period time.Duration) bool {
 // with the tenant's CPU limit read again.
 func (e *Paced) setLimit(g *paceGroup) error {
 	err := e.writeLimit(g)
-	if err != nil && errors.Is(err, unix.EINVAL) {
+	if errors.Is(err, unix.EINVAL) {
 		g.shareAt, g.period = time.Time{}, 0
 		err = e.writeLimit(g)
 	}

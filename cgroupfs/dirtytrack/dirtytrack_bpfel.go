@@ -20,13 +20,25 @@ type dirtytrackConfig struct {
 }
 
 type dirtytrackCount struct {
-	_       structs.HostLayout
-	Dirtied uint64
-	Fired   uint64
-	Recent  uint64
-	LastIno uint64
-	LastDev uint32
-	LastGen uint32
+	_         structs.HostLayout
+	Dirtied   uint64
+	Cancelled uint64
+	Fired     uint64
+	Recent    uint64
+	LastIno   uint64
+	LastDev   uint32
+	LastGen   uint32
+}
+
+type dirtytrackDirtiers struct {
+	_     structs.HostLayout
+	N     uint64
+	Fired uint64
+	T     [8]struct {
+		_   structs.HostLayout
+		Tid uint32
+		Ms  uint32
+	}
 }
 
 type dirtytrackInodeKey struct {
@@ -45,15 +57,17 @@ type dirtytrackInodeVal struct {
 }
 
 type dirtytrackMemcgEntry struct {
-	_       structs.HostLayout
-	Gen     uint32
-	N       uint32
-	Slot    [16]uint32
-	LastIno uint64
-	LastDev uint32
-	Same    uint32
-	LastGen uint32
-	Pad     uint32
+	_         structs.HostLayout
+	Gen       uint32
+	N         uint32
+	Slot      [16]uint32
+	LastIno   uint64
+	LastDev   uint32
+	Same      uint32
+	LastGen   uint32
+	LastTid   uint32
+	TidFolios uint32
+	Pad       uint32
 }
 
 type dirtytrackRecentKey struct {
@@ -71,30 +85,12 @@ type dirtytrackRecentVal struct {
 }
 
 type dirtytrackWake struct {
-	_     structs.HostLayout
-	Above uint64
-	Seq   uint64
-	Id    uint64
+	_          structs.HostLayout
+	Above      uint64
+	Seq        uint64
+	Id         uint64
+	DirtierSeq uint64
 }
-
-// Names of all BPF objects in the ELF.
-//
-// Used for safe lookups in a Collection or CollectionSpec.
-const (
-	dirtytrackMapConfig       = "config"
-	dirtytrackMapCounts       = "counts"
-	dirtytrackMapEvents       = "events"
-	dirtytrackMapInodes       = "inodes"
-	dirtytrackMapMemcgs       = "memcgs"
-	dirtytrackMapRecent       = "recent"
-	dirtytrackMapStats        = "stats"
-	dirtytrackMapWakes        = "wakes"
-	dirtytrackMapWakeups      = "wakeups"
-	dirtytrackMapWatched      = "watched"
-	dirtytrackProgCgroupMkdir = "cgroup_mkdir"
-	dirtytrackProgCgroupRmdir = "cgroup_rmdir"
-	dirtytrackProgDirtyFolio  = "dirty_folio"
-)
 
 // loadDirtytrack returns the embedded CollectionSpec for dirtytrack.
 func loadDirtytrack() (*ebpf.CollectionSpec, error) {
@@ -116,7 +112,7 @@ func loadDirtytrack() (*ebpf.CollectionSpec, error) {
 //	*dirtytrackMaps
 //
 // See ebpf.CollectionSpec.LoadAndAssign documentation for details.
-func loadDirtytrackObjects(obj any, opts *ebpf.CollectionOptions) error {
+func loadDirtytrackObjects(obj interface{}, opts *ebpf.CollectionOptions) error {
 	spec, err := loadDirtytrack()
 	if err != nil {
 		return err
@@ -138,25 +134,27 @@ type dirtytrackSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dirtytrackProgramSpecs struct {
-	CgroupMkdir *ebpf.ProgramSpec `ebpf:"cgroup_mkdir"`
-	CgroupRmdir *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
-	DirtyFolio  *ebpf.ProgramSpec `ebpf:"dirty_folio"`
+	CgroupMkdir     *ebpf.ProgramSpec `ebpf:"cgroup_mkdir"`
+	CgroupRmdir     *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
+	DirtyFolio      *ebpf.ProgramSpec `ebpf:"dirty_folio"`
+	InvalidateFolio *ebpf.ProgramSpec `ebpf:"invalidate_folio"`
 }
 
 // dirtytrackMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dirtytrackMapSpecs struct {
-	Config  *ebpf.MapSpec `ebpf:"config"`
-	Counts  *ebpf.MapSpec `ebpf:"counts"`
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Inodes  *ebpf.MapSpec `ebpf:"inodes"`
-	Memcgs  *ebpf.MapSpec `ebpf:"memcgs"`
-	Recent  *ebpf.MapSpec `ebpf:"recent"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Wakes   *ebpf.MapSpec `ebpf:"wakes"`
-	Wakeups *ebpf.MapSpec `ebpf:"wakeups"`
-	Watched *ebpf.MapSpec `ebpf:"watched"`
+	Config   *ebpf.MapSpec `ebpf:"config"`
+	Counts   *ebpf.MapSpec `ebpf:"counts"`
+	Dirtiers *ebpf.MapSpec `ebpf:"dirtiers"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
+	Inodes   *ebpf.MapSpec `ebpf:"inodes"`
+	Memcgs   *ebpf.MapSpec `ebpf:"memcgs"`
+	Recent   *ebpf.MapSpec `ebpf:"recent"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Wakes    *ebpf.MapSpec `ebpf:"wakes"`
+	Wakeups  *ebpf.MapSpec `ebpf:"wakeups"`
+	Watched  *ebpf.MapSpec `ebpf:"watched"`
 }
 
 // dirtytrackVariableSpecs contains global variables before they are loaded into the kernel.
@@ -185,22 +183,24 @@ func (o *dirtytrackObjects) Close() error {
 //
 // It can be passed to loadDirtytrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dirtytrackMaps struct {
-	Config  *ebpf.Map `ebpf:"config"`
-	Counts  *ebpf.Map `ebpf:"counts"`
-	Events  *ebpf.Map `ebpf:"events"`
-	Inodes  *ebpf.Map `ebpf:"inodes"`
-	Memcgs  *ebpf.Map `ebpf:"memcgs"`
-	Recent  *ebpf.Map `ebpf:"recent"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Wakes   *ebpf.Map `ebpf:"wakes"`
-	Wakeups *ebpf.Map `ebpf:"wakeups"`
-	Watched *ebpf.Map `ebpf:"watched"`
+	Config   *ebpf.Map `ebpf:"config"`
+	Counts   *ebpf.Map `ebpf:"counts"`
+	Dirtiers *ebpf.Map `ebpf:"dirtiers"`
+	Events   *ebpf.Map `ebpf:"events"`
+	Inodes   *ebpf.Map `ebpf:"inodes"`
+	Memcgs   *ebpf.Map `ebpf:"memcgs"`
+	Recent   *ebpf.Map `ebpf:"recent"`
+	Stats    *ebpf.Map `ebpf:"stats"`
+	Wakes    *ebpf.Map `ebpf:"wakes"`
+	Wakeups  *ebpf.Map `ebpf:"wakeups"`
+	Watched  *ebpf.Map `ebpf:"watched"`
 }
 
 func (m *dirtytrackMaps) Close() error {
 	return _DirtytrackClose(
 		m.Config,
 		m.Counts,
+		m.Dirtiers,
 		m.Events,
 		m.Inodes,
 		m.Memcgs,
@@ -222,9 +222,10 @@ type dirtytrackVariables struct {
 //
 // It can be passed to loadDirtytrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dirtytrackPrograms struct {
-	CgroupMkdir *ebpf.Program `ebpf:"cgroup_mkdir"`
-	CgroupRmdir *ebpf.Program `ebpf:"cgroup_rmdir"`
-	DirtyFolio  *ebpf.Program `ebpf:"dirty_folio"`
+	CgroupMkdir     *ebpf.Program `ebpf:"cgroup_mkdir"`
+	CgroupRmdir     *ebpf.Program `ebpf:"cgroup_rmdir"`
+	DirtyFolio      *ebpf.Program `ebpf:"dirty_folio"`
+	InvalidateFolio *ebpf.Program `ebpf:"invalidate_folio"`
 }
 
 func (p *dirtytrackPrograms) Close() error {
@@ -232,6 +233,7 @@ func (p *dirtytrackPrograms) Close() error {
 		p.CgroupMkdir,
 		p.CgroupRmdir,
 		p.DirtyFolio,
+		p.InvalidateFolio,
 	)
 }
 

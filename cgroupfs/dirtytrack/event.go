@@ -23,6 +23,9 @@ const (
 	Mkdir Kind = 2
 	// Rmdir: a memory cgroup was removed; the tracker has unwatched it.
 	Rmdir Kind = 3
+	// NewDirtier: a thread new to a watched cgroup's dirtiers began to
+	// dirty its pages, and ArmDirtier had asked for it.
+	NewDirtier Kind = 4
 )
 
 // String returns "wake", "mkdir" or "rmdir".
@@ -34,6 +37,8 @@ func (k Kind) String() string {
 		return "mkdir"
 	case Rmdir:
 		return "rmdir"
+	case NewDirtier:
+		return "dirtier"
 	}
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }
@@ -46,6 +51,8 @@ type Event struct {
 	// Dirtied is, for Wake, the cgroup's count when it passed the
 	// threshold.
 	Dirtied uint64
+	// TID is, for NewDirtier, the thread that began dirtying.
+	TID int
 	// Time is when the kernel sent it, on CLOCK_MONOTONIC (time since
 	// boot, suspend excluded): compare with MonotonicNow.
 	Time time.Duration
@@ -76,7 +83,8 @@ func decodeEvent(b []byte) (Event, error) {
 	le := binary.LittleEndian
 	ev := Event{Kind: Kind(le.Uint32(b[0:]))}
 	switch ev.Kind {
-	case Wake:
+	case Wake, NewDirtier:
+		ev.TID = int(le.Uint32(b[4:]))
 		ev.ID = le.Uint64(b[8:])
 		ev.Dirtied = le.Uint64(b[16:])
 		ev.Time = time.Duration(le.Uint64(b[24:]))
@@ -94,7 +102,7 @@ func decodeEvent(b []byte) (Event, error) {
 		}
 		ev.Path = string(p)
 	default:
-		return Event{}, fmt.Errorf("dirtytrack event: type %d: want 1 (wake), 2 (mkdir) or 3 (rmdir)", ev.Kind)
+		return Event{}, fmt.Errorf("dirtytrack event: type %d: want 1 (wake), 2 (mkdir), 3 (rmdir) or 4 (dirtier)", ev.Kind)
 	}
 	return ev, nil
 }

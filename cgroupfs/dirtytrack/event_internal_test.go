@@ -11,8 +11,9 @@ import (
 
 // record builds a ring-buffer record as bpf/dirtytrack.c lays it out.
 func record(kind Kind, level uint32, id, second, ktime uint64, path string) []byte {
+	small := kind == Wake || kind == NewDirtier
 	size := wakeEventSize
-	if kind != Wake {
+	if !small {
 		size = cgroupEventSize
 	}
 	b := make([]byte, size)
@@ -22,7 +23,7 @@ func record(kind Kind, level uint32, id, second, ktime uint64, path string) []by
 	le.PutUint64(b[8:], id)
 	le.PutUint64(b[16:], second)
 	le.PutUint64(b[24:], ktime)
-	if kind != Wake {
+	if !small {
 		copy(b[32:], path)
 	}
 	return b
@@ -38,6 +39,8 @@ func TestDecodeEvent(t *testing.T) {
 	}{
 		{"wake", record(Wake, 0, 42, 8<<20, 1500, ""),
 			Event{Kind: Wake, ID: 42, Dirtied: 8 << 20, Time: 1500 * time.Nanosecond}, ""},
+		{"new dirtier", record(NewDirtier, 4242, 42, 0, 1500, ""),
+			Event{Kind: NewDirtier, ID: 42, TID: 4242, Time: 1500 * time.Nanosecond}, ""},
 		{"mkdir", record(Mkdir, 2, 7, 5, 99, "/a/b"),
 			Event{Kind: Mkdir, ID: 7, Parent: 5, Level: 2, Time: 99, Path: "/a/b"}, ""},
 		{"rmdir", record(Rmdir, 1, 9, 1, 3, "/c"),
@@ -70,12 +73,13 @@ func TestDecodeEvent(t *testing.T) {
 func FuzzDecodeEvent(f *testing.F) {
 	f.Add(record(Wake, 0, 42, 8<<20, 1500, ""))
 	f.Add(record(Mkdir, 2, 7, 5, 99, "/a/b"))
+	f.Add(record(NewDirtier, 4242, 42, 0, 1500, ""))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := decodeEvent(b)
 		if err != nil {
 			return
 		}
-		if ev.Kind != Wake && ev.Kind != Mkdir && ev.Kind != Rmdir {
+		if ev.Kind != Wake && ev.Kind != Mkdir && ev.Kind != Rmdir && ev.Kind != NewDirtier {
 			t.Fatalf("decoded kind %v", ev.Kind)
 		}
 		if len(ev.Path) > 256 || strings.IndexByte(ev.Path, 0) >= 0 {

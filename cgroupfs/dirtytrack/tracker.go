@@ -143,12 +143,18 @@ type Tracker struct {
 	handler atomic.Pointer[func(Event)]
 	done    chan struct{}
 	wg      sync.WaitGroup
-	// cgroupEvents reports whether the mkdir/rmdir programs are attached.
+	// cgroupEvents reports whether the mkdir/rmdir programs are attached,
+	// cancels whether the truncation one is (Counts.HasCancelled).
 	cgroupEvents bool
+	cancels      bool
 	loadTime     time.Duration
 
-	mu      sync.Mutex // guards the fields below
-	slots   map[uint64]uint32
+	mu    sync.Mutex // guards the fields below
+	slots map[uint64]uint32
+	// wakes are the wake-ups armed per slot, as last written to the
+	// wakes map: a write replaces a slot's whole entry, so arming the
+	// dirtied threshold keeps the dirtier report's arming and back.
+	wakes   map[uint32]dirtytrackWake
 	free    []uint32 // free slots, reused oldest-freed first
 	seq     uint64   // last wake.seq handed out
 	gen     uint32   // config.gen
@@ -185,6 +191,7 @@ func Load(opts Options) (*Tracker, error) {
 	spec.Maps["watched"].MaxEntries = opts.MaxWatched
 	spec.Maps["counts"].MaxEntries = opts.MaxWatched
 	spec.Maps["wakes"].MaxEntries = opts.MaxWatched
+	spec.Maps["dirtiers"].MaxEntries = opts.MaxWatched
 	spec.Maps["memcgs"].MaxEntries = opts.MaxMemcgs
 	spec.Maps["inodes"].MaxEntries = opts.MaxInodes
 	spec.Maps["recent"].MaxEntries = opts.MaxRecent
@@ -196,6 +203,7 @@ func Load(opts Options) (*Tracker, error) {
 		out:    make(chan Event, opts.EventBuffer),
 		done:   make(chan struct{}),
 		slots:  make(map[uint64]uint32),
+		wakes:  make(map[uint32]dirtytrackWake),
 		gone:   make(map[uint64]bool),
 		mounts: make(map[uint64]string),
 	}
@@ -204,13 +212,17 @@ func Load(opts Options) (*Tracker, error) {
 	}
 
 	// The folio program and the maps first: without them there is no
-	// tracker. The cgroup programs are loaded apart, on the same maps, so
-	// that a kernel refusing them loses only mkdir/rmdir events.
+	// tracker. The others are loaded apart, on the same maps, so that a
+	// kernel refusing them loses only what they give: mkdir/rmdir events,
+	// and the count of dirty folios truncated (ext4's tracepoint, in a
+	// module on many kernels).
 	cgroupProgs := map[string]*ebpf.ProgramSpec{}
 	for _, name := range []string{"cgroup_mkdir", "cgroup_rmdir"} {
 		cgroupProgs[name] = spec.Programs[name]
 		delete(spec.Programs, name)
 	}
+	cancelProgs := map[string]*ebpf.ProgramSpec{"invalidate_folio": spec.Programs["invalidate_folio"]}
+	delete(spec.Programs, "invalidate_folio")
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError("load the eBPF program", err)
 	}
@@ -224,10 +236,15 @@ func Load(opts Options) (*Tracker, error) {
 	}
 	t.links = append(t.links, l)
 
-	if err := t.attachCgroupPrograms(spec, cgroupProgs); err != nil {
+	if err := t.attachPrograms(spec, cgroupProgs); err != nil {
 		opts.Logger.Warn("dirty tracker: no cgroup mkdir/rmdir events; new cgroups are found by scans only", "err", err)
 	} else {
 		t.cgroupEvents = true
+	}
+	if err := t.attachPrograms(spec, cancelProgs); err != nil {
+		opts.Logger.Warn("dirty tracker: truncated dirty pages are not counted; a deleted dirty file reads as written", "err", err)
+	} else {
+		t.cancels = true
 	}
 
 	for _, m := range []*ebpf.Map{t.objs.Wakeups, t.objs.Events} {
@@ -245,9 +262,9 @@ func Load(opts Options) (*Tracker, error) {
 	return t, nil
 }
 
-// attachCgroupPrograms loads the mkdir/rmdir programs on the maps already
-// created and attaches them.
-func (t *Tracker) attachCgroupPrograms(spec *ebpf.CollectionSpec, progs map[string]*ebpf.ProgramSpec) error {
+// attachPrograms loads progs on the maps already created and attaches
+// them.
+func (t *Tracker) attachPrograms(spec *ebpf.CollectionSpec, progs map[string]*ebpf.ProgramSpec) error {
 	cs := &ebpf.CollectionSpec{
 		Maps:      map[string]*ebpf.MapSpec{},
 		Programs:  progs,
@@ -255,7 +272,7 @@ func (t *Tracker) attachCgroupPrograms(spec *ebpf.CollectionSpec, progs map[stri
 		ByteOrder: spec.ByteOrder,
 	}
 	repl := map[string]*ebpf.Map{}
-	for name, m := range map[string]*ebpf.Map{"events": t.objs.Events, "memcgs": t.objs.Memcgs, "stats": t.objs.Stats} {
+	for name, m := range t.maps() {
 		cs.Maps[name] = spec.Maps[name]
 		repl[name] = m
 	}
@@ -279,6 +296,16 @@ func (t *Tracker) attachCgroupPrograms(spec *ebpf.CollectionSpec, progs map[stri
 	coll.Close()
 	t.links = append(t.links, links...)
 	return nil
+}
+
+// maps are the loaded maps by their names in bpf/dirtytrack.c.
+func (t *Tracker) maps() map[string]*ebpf.Map {
+	m := t.objs.dirtytrackMaps
+	return map[string]*ebpf.Map{
+		"config": m.Config, "counts": m.Counts, "dirtiers": m.Dirtiers, "events": m.Events,
+		"inodes": m.Inodes, "memcgs": m.Memcgs, "recent": m.Recent, "stats": m.Stats,
+		"wakes": m.Wakes, "wakeups": m.Wakeups, "watched": m.Watched,
+	}
 }
 
 // loadError wraps err in ErrUnavailable with the likely cause.
@@ -306,6 +333,10 @@ func hint(err error) string {
 // CgroupEvents reports whether mkdir and rmdir events are delivered.
 func (t *Tracker) CgroupEvents() bool { return t.cgroupEvents }
 
+// CountsCancels reports whether Counts.Cancelled is counted: the ext4
+// tracepoint it needs attached.
+func (t *Tracker) CountsCancels() bool { return t.cancels }
+
 // LoadTime is how long Load took to load and attach the programs.
 func (t *Tracker) LoadTime() time.Duration { return t.loadTime }
 
@@ -326,7 +357,9 @@ func (t *Tracker) Watch(id, wakeAbove uint64) error {
 	t.seq++
 	slot, ok := t.slots[id]
 	if ok {
-		if err := t.objs.Wakes.Put(slot, dirtytrackWake{Above: wakeAbove, Seq: t.seq, Id: id}); err != nil {
+		w := t.wakes[slot]
+		w.Above, w.Seq = wakeAbove, t.seq
+		if err := t.putWake(slot, w); err != nil {
 			return fmt.Errorf("dirtytrack: watch cgroup %d: set wake-up: %w", id, err)
 		}
 		return nil
@@ -340,7 +373,10 @@ func (t *Tracker) Watch(id, wakeAbove uint64) error {
 	if err := t.objs.Counts.Put(slot, dirtytrackCount{}); err != nil {
 		return fmt.Errorf("dirtytrack: watch cgroup %d: reset count: %w", id, err)
 	}
-	if err := t.objs.Wakes.Put(slot, dirtytrackWake{Above: wakeAbove, Seq: t.seq, Id: id}); err != nil {
+	if err := t.objs.Dirtiers.Put(slot, dirtytrackDirtiers{}); err != nil {
+		return fmt.Errorf("dirtytrack: watch cgroup %d: reset dirtiers: %w", id, err)
+	}
+	if err := t.putWake(slot, dirtytrackWake{Above: wakeAbove, Seq: t.seq, Id: id}); err != nil {
 		return fmt.Errorf("dirtytrack: watch cgroup %d: set wake-up: %w", id, err)
 	}
 	if err := t.objs.Watched.Put(id, slot); err != nil {
@@ -372,9 +408,16 @@ func (t *Tracker) unwatch(id uint64) error {
 	if err := t.objs.Watched.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		errs = append(errs, err)
 	}
-	if err := t.objs.Wakes.Put(slot, dirtytrackWake{Above: Never}); err != nil {
+	// The dirtier report is disarmed by setting its arming to the one
+	// that fired last (wakes and dirtiers agree).
+	var d dirtytrackDirtiers
+	if err := t.objs.Dirtiers.Lookup(slot, &d); err != nil {
 		errs = append(errs, err)
 	}
+	if err := t.putWake(slot, dirtytrackWake{Above: Never, DirtierSeq: d.Fired}); err != nil {
+		errs = append(errs, err)
+	}
+	delete(t.wakes, slot)
 	if err := t.bumpGen(); err != nil {
 		errs = append(errs, err)
 	}
@@ -392,6 +435,15 @@ func (t *Tracker) unwatch(id uint64) error {
 	return nil
 }
 
+// putWake writes slot's wake-up entry. t.mu is held.
+func (t *Tracker) putWake(slot uint32, w dirtytrackWake) error {
+	if err := t.objs.Wakes.Put(slot, w); err != nil {
+		return err
+	}
+	t.wakes[slot] = w
+	return nil
+}
+
 // bumpGen makes the program recompute every memcg's watched ancestors.
 func (t *Tracker) bumpGen() error {
 	t.gen++
@@ -405,11 +457,29 @@ func (t *Tracker) bumpGen() error {
 // since it was first watched. Like memory.stat, a partial write dirties a
 // whole folio (up to 2 MiB on ext4 with large folios).
 func (t *Tracker) Dirtied(id uint64) (uint64, error) {
+	c, err := t.Counts(id)
+	return c.Dirtied, err
+}
+
+// Counts are a watched cgroup's counters, each of its subtree since it was
+// first watched.
+type Counts struct {
+	// Dirtied is the bytes dirtied (Dirtied).
+	Dirtied uint64
+	// Cancelled is the bytes of dirty folios dropped unwritten: a
+	// truncated or deleted file's, on ext2/3/4 (the ext4 driver's
+	// tracepoint). Known when HasCancelled (CountsCancels).
+	HasCancelled bool
+	Cancelled    uint64
+}
+
+// Counts reads the counters of the watched cgroup id in one lookup.
+func (t *Tracker) Counts(id uint64) (Counts, error) {
 	c, err := t.count(id)
 	if err != nil {
-		return 0, fmt.Errorf("dirtytrack: dirtied of cgroup %d: %w", id, err)
+		return Counts{}, fmt.Errorf("dirtytrack: counts of cgroup %d: %w", id, err)
 	}
-	return c.Dirtied, nil
+	return Counts{Dirtied: c.Dirtied, HasCancelled: t.cancels, Cancelled: c.Cancelled}, nil
 }
 
 // count reads the program's count of the watched cgroup id: its dirtied
@@ -472,7 +542,7 @@ func (t *Tracker) Stats() (Stats, error) {
 // (bpf_map_info's memlock), charged to the loading process's memcg.
 func (t *Tracker) MapBytes() (uint64, error) {
 	var sum uint64
-	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Recent, t.objs.Stats, t.objs.Wakeups, t.objs.Events} {
+	for _, m := range []*ebpf.Map{t.objs.Watched, t.objs.Counts, t.objs.Wakes, t.objs.Dirtiers, t.objs.Config, t.objs.Memcgs, t.objs.Inodes, t.objs.Recent, t.objs.Stats, t.objs.Wakeups, t.objs.Events} {
 		info, err := m.Info()
 		if err != nil {
 			return 0, fmt.Errorf("dirtytrack: map info: %w", err)

@@ -844,3 +844,145 @@ func TestRecentFollowsAReusedInodeNumber(t *testing.T) {
 	}
 	t.Fatalf("no inode number reused in %d deletions and creations of %s: the case is not exercised", tries, file)
 }
+
+// Dirtiers names the threads of a watched cgroup's own tasks that dirtied
+// its pages, and an armed report (ArmDirtier) names the first new one
+// within a wake-up's time: one report per arming. A writer in a child
+// cgroup is the child's, not the parent's.
+func TestDirtiersNamesTheWritingThreads(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	dir := diskDir(t)
+	parent := cgrouptest.New(t, l, 0)
+	child := parent.Child(t, "c")
+	id := cgroupID(t, parent)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tr.Dirtiers(id); err != nil || len(got) != 0 {
+		t.Fatalf("Dirtiers before any write: %v, %v; want none", got, err)
+	}
+	if err := tr.ArmDirtier(id); err != nil {
+		t.Fatal(err)
+	}
+	first := startDD(t, parent, filepath.Join(dir, "first"))
+	ev := awaitEvent(t, tr, dirtytrack.NewDirtier, id, wakeBound()+time.Second)
+	if ev.TID != first {
+		t.Errorf("the armed report named thread %d, want the writer's %d", ev.TID, first)
+	}
+	// Not armed again: a second writer is listed but not reported.
+	second := startDD(t, parent, filepath.Join(dir, "second"))
+	cgrouptest.DirtyFile(t, child, filepath.Join(dir, "child"), 4*mib)
+	awaitDirtier(t, tr, id, second)
+	select {
+	case ev := <-tr.Events():
+		if ev.Kind == dirtytrack.NewDirtier {
+			t.Errorf("a second report (%+v) without arming again", ev)
+		}
+	case <-time.After(wakeBound()):
+	}
+	got, err := tr.Dirtiers(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tids []int
+	for _, d := range got {
+		tids = append(tids, d.TID)
+		if d.Age > 5*time.Second {
+			t.Errorf("thread %d last dirtied %v ago, while it writes", d.TID, d.Age)
+		}
+	}
+	slices.Sort(tids)
+	if want := []int{min(first, second), max(first, second)}; !slices.Equal(tids, want) {
+		t.Errorf("Dirtiers = %v (threads %v), want the two writers %v and not the child's", got, tids, want)
+	}
+	// Armed again: the next new writer is reported.
+	if err := tr.ArmDirtier(id); err != nil {
+		t.Fatal(err)
+	}
+	third := startDD(t, parent, filepath.Join(dir, "third"))
+	if ev := awaitEvent(t, tr, dirtytrack.NewDirtier, id, wakeBound()+time.Second); ev.TID != third {
+		t.Errorf("the report armed again named thread %d, want the third writer %d", ev.TID, third)
+	}
+}
+
+// startDD starts a dd in c that writes to path until the test ends, and
+// returns its PID (its only thread's id).
+func startDD(t *testing.T, c *cgrouptest.Cgroup, path string) int {
+	t.Helper()
+	cmd := c.Start(t, "dd", "if=/dev/zero", "of="+path, "bs=64k", "count=1000000")
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(path)
+	})
+	return cmd.Process.Pid
+}
+
+// awaitDirtier waits until Dirtiers of id lists tid.
+func awaitDirtier(t *testing.T, tr *dirtytrack.Tracker, id uint64, tid int) {
+	t.Helper()
+	deadline := time.Now().Add(wakeBound() + 5*time.Second)
+	for {
+		got, err := tr.Dirtiers(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(got, func(d dirtytrack.Dirtier) bool { return d.TID == tid }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Dirtiers = %v: thread %d, a writer, not listed", got, tid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A dirty file deleted before it was written counts as cancelled, by as
+// much as memory.stat's dirty fell, and not as dirtied: the daemon tells
+// such a fall from the device's writing by it.
+func TestCancelledCountsADeletedDirtyFile(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	if !tr.CountsCancels() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the ext4_invalidate_folio program did not attach")
+		}
+		t.Skip("the ext4_invalidate_folio program did not attach")
+	}
+	c := cgrouptest.New(t, l, 0)
+	id := cgroupID(t, c)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(diskDir(t), "doomed")
+	cgrouptest.DirtyFile(t, c, file, 16*mib)
+	before, err := tr.Counts(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty := dirtyWB(t, l, c)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	after, err := tr.Counts(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fell := int64(dirty) - int64(dirtyWB(t, l, c))
+	got := after.Cancelled - before.Cancelled
+	t.Logf("deleted a file with %d MiB dirty: memory.stat dirty+writeback fell %d bytes, cancelled %d, dirtied %d",
+		dirty/mib, fell, got, after.Dirtied-before.Dirtied)
+	if !after.HasCancelled {
+		t.Error("Counts.HasCancelled false though the program is attached")
+	}
+	if fell < 8*mib {
+		t.Fatalf("precondition: dirty+writeback fell only %d bytes at the delete (written back first?)", fell)
+	}
+	if !within(got, uint64(fell), slack(got)) {
+		t.Errorf("cancelled %d bytes, want about the %d dirty+writeback fell by", got, fell)
+	}
+	if d := after.Dirtied - before.Dirtied; d > slack(0) {
+		t.Errorf("the delete counted %d bytes dirtied", d)
+	}
+}

@@ -16,8 +16,8 @@
  * seen or after the set of watched cgroups changed (config.gen).
  *
  * Maps written by userspace only: watched, wakes, config. Written by the
- * program only: counts (after userspace zeroes a slot), memcgs, inodes,
- * recent (userspace deletes a removed cgroup's), stats.
+ * program only: counts and dirtiers (after userspace zeroes a slot),
+ * memcgs, inodes, recent (userspace deletes a removed cgroup's), stats.
  * So no value is ever replaced by userspace under a concurrent atomic add.
  */
 #include "vmlinux.h"
@@ -50,18 +50,29 @@ char LICENSE[] SEC("license") = "GPL";
  * memcg's records: 26 ms for 65,536 of them). Must match Go's recentLen. */
 #define RECENT 16
 #define PATH_LEN 256
+/* DIRTIERS: the threads each watched cgroup's own tasks dirtied with
+ * last, kept per cgroup in the dirtiers map with the time each last did,
+ * so that the pace finds the threads to slow without sampling every
+ * thread's write_bytes. Must match Go's dirtierLen. A thread's time is
+ * refreshed when the memcg's previous folio was another thread's, and
+ * every DIRTIER_REFRESH_FOLIOS folios of the same one. */
+#define DIRTIERS 8
+#define DIRTIER_REFRESH_FOLIOS 16
+/* include/linux/sched.h */
+#define PF_KTHREAD 0x00200000
 
 enum event_type {
 	EVENT_WAKE = 1,
 	EVENT_MKDIR = 2,
 	EVENT_RMDIR = 3,
+	EVENT_DIRTIER = 4,
 };
 
 /* Ring-buffer records. Every record starts with type; Go decodes them in
  * event.go (keep the layouts in step). */
 struct wake_event {
 	u32 type;
-	u32 pad;
+	u32 tid;     /* EVENT_DIRTIER: the thread that began dirtying */
 	u64 id;      /* watched cgroup's id */
 	u64 dirtied; /* its count when the threshold was passed */
 	u64 ktime;   /* CLOCK_MONOTONIC, ns */
@@ -78,6 +89,7 @@ struct cgroup_event {
 
 struct count {
 	u64 dirtied; /* bytes dirtied in the subtree since Watch */
+	u64 cancelled; /* bytes of its dirty folios dropped unwritten since Watch */
 	u64 fired;   /* wake.seq of the last wake-up sent */
 	u64 recent;  /* entries written to the recent map since Watch */
 	u64 last_ino; /* the last one's inode, device and generation: a */
@@ -89,6 +101,20 @@ struct wake {
 	u64 above; /* wake once dirtied > above; ~0 never */
 	u64 seq;   /* bumped by userspace to re-arm */
 	u64 id;    /* the watched cgroup */
+	u64 dirtier_seq; /* != dirtiers.fired: report the next new dirtier */
+};
+
+/* A thread of a watched cgroup that dirtied its pages, and when it last
+ * did: CLOCK_MONOTONIC in milliseconds, wrapping (Go compares the age). */
+struct dirtier {
+	u32 tid;
+	u32 ms;
+};
+
+struct dirtiers {
+	u64 n;     /* entries written since Watch: t[n % DIRTIERS] is next */
+	u64 fired; /* wake.dirtier_seq of the last EVENT_DIRTIER sent */
+	struct dirtier t[DIRTIERS];
 };
 
 struct config {
@@ -104,6 +130,8 @@ struct memcg_entry {
 	u32 last_dev;
 	u32 same;     /* folios of last_ino since it was recorded */
 	u32 last_gen; /* its i_generation: a new file may reuse an inode number */
+	u32 last_tid; /* the thread of its own that dirtied its last folio */
+	u32 tid_folios; /* folios of last_tid since its time was refreshed */
 	u32 pad;
 };
 
@@ -165,6 +193,13 @@ struct {
 	__type(key, u32);
 	__type(value, struct wake);
 } wakes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct dirtiers);
+} dirtiers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -302,7 +337,7 @@ static __always_inline void wake(struct count *c, struct wake *w, u64 seq, u64 f
 		return;
 	}
 	ev->type = EVENT_WAKE;
-	ev->pad = 0;
+	ev->tid = 0;
 	ev->id = w->id;
 	ev->dirtied = total;
 	ev->ktime = bpf_ktime_get_ns();
@@ -386,35 +421,109 @@ __noinline int count_slot(u32 s, struct folio_arg *a)
 	return 0;
 }
 
-SEC("tp_btf/writeback_dirty_folio")
-int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
+/* note_dirtier refreshes thread tid's time in the dirtiers ring of the
+ * watched cgroup in slot s, or adds it there; a thread new to the ring is
+ * reported once per arming (wake.dirtier_seq), so that a paced cgroup's
+ * new writer is paced within a millisecond of its first folio. Two CPUs
+ * may both add the same thread: harmless. A global function: verified
+ * once. */
+__noinline int note_dirtier(u32 s, u32 tid)
 {
-	if (!mapping)
+	struct dirtiers *d = bpf_map_lookup_elem(&dirtiers, &s);
+	struct wake *w = bpf_map_lookup_elem(&wakes, &s);
+	if (!d || !w)
 		return 0;
-	struct inode *host = mapping->host;
-	if (!host)
+	u32 ms = bpf_ktime_get_ns() / 1000000;
+	for (int i = 0; i < DIRTIERS; i++) {
+		if (d->t[i].tid == tid) {
+			d->t[i].ms = ms;
+			return 0;
+		}
+	}
+	u64 n = __sync_fetch_and_add(&d->n, 1);
+	struct dirtier *e = &d->t[n % DIRTIERS];
+	e->ms = ms;
+	e->tid = tid;
+	u64 seq = w->dirtier_seq;
+	u64 fired = d->fired;
+	if (seq == fired)
 		return 0;
+	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(STAT_WAKE_FULL);
+		return 0;
+	}
+	if (__sync_val_compare_and_swap(&d->fired, fired, seq) != fired) {
+		bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->type = EVENT_DIRTIER;
+	ev->tid = tid;
+	ev->id = w->id;
+	ev->dirtied = 0;
+	ev->ktime = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+/* writes_back reports whether the pages of an inode count in memory.stat
+ * dirty (mapping_can_writeback(), include/linux/backing-dev.h): block
+ * devices' inodes live on the bdev pseudo-superblock, whose s_bdi cannot
+ * write back, while inode_to_bdi() gives the disk's: count them as the
+ * kernel does. */
+static __always_inline bool writes_back(struct inode *host)
+{
 	struct super_block *sb = host->i_sb;
 	if (!sb)
-		return 0;
-	umode_t mode = host->i_mode;
-	/* mapping_can_writeback(): block devices' inodes live on the bdev
-	 * pseudo-superblock, whose s_bdi cannot write back, while
-	 * inode_to_bdi() gives the disk's: count them as the kernel does. */
-	if ((mode & S_IFMT) != S_IFBLK) {
-		struct backing_dev_info *bdi = sb->s_bdi;
-		if (!bdi || !(bdi->capabilities & BDI_CAP_WRITEBACK))
-			return 0;
-	}
+		return false;
+	if ((host->i_mode & S_IFMT) == S_IFBLK)
+		return true;
+	struct backing_dev_info *bdi = sb->s_bdi;
+	return bdi && (bdi->capabilities & BDI_CAP_WRITEBACK);
+}
 
-	/* folio_memcg() (include/linux/memcontrol.h): mask the flag bits;
-	 * a kmem folio points to an obj_cgroup. */
+/* folio_memcg_of is folio_memcg() (include/linux/memcontrol.h): mask the
+ * flag bits; a kmem folio points to an obj_cgroup. NULL if the folio is
+ * charged to no memcg. */
+static __always_inline struct mem_cgroup *folio_memcg_of(struct folio *folio)
+{
 	unsigned long md = folio->memcg_data;
 	unsigned long nflags = bpf_core_enum_value(enum page_memcg_data_flags, __NR_MEMCG_DATA_FLAGS);
 	unsigned long kmem = bpf_core_enum_value(enum page_memcg_data_flags, MEMCG_DATA_KMEM);
 	struct mem_cgroup *memcg = (struct mem_cgroup *)(md & ~(nflags - 1));
 	if (md & kmem)
 		memcg = BPF_CORE_READ((struct obj_cgroup *)memcg, memcg);
+	return memcg;
+}
+
+/* memcg_entry_of returns the cached watched ancestors of the memcg id at
+ * memcg, computing them when missing or stale (config.gen). */
+static __always_inline struct memcg_entry *memcg_entry_of(struct mem_cgroup *memcg, u64 id)
+{
+	u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return NULL;
+	u32 gen = cfg->gen;
+	struct memcg_entry *e = bpf_map_lookup_elem(&memcgs, &id);
+	if (!e || e->gen != gen) {
+		refresh((u64)memcg, id, gen);
+		e = bpf_map_lookup_elem(&memcgs, &id);
+	}
+	return e;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	if (!mapping)
+		return 0;
+	struct inode *host = mapping->host;
+	if (!host || !writes_back(host))
+		return 0;
+	struct super_block *sb = host->i_sb;
+	umode_t mode = host->i_mode;
+	struct mem_cgroup *memcg = folio_memcg_of(folio);
 	if (!memcg) {
 		stat_inc(STAT_NO_MEMCG);
 		return 0;
@@ -427,7 +536,8 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct cgroup_subsys_state *css =
 		task->cgroups->subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)];
-	if ((unsigned long)css == (unsigned long)memcg + bpf_core_field_offset(struct mem_cgroup, css)) {
+	bool own = (unsigned long)css == (unsigned long)memcg + bpf_core_field_offset(struct mem_cgroup, css);
+	if (own) {
 		id = css->cgroup->kn->id;
 	} else {
 		struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
@@ -436,17 +546,21 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 		id = cgroup_id(cgrp);
 	}
 
-	u32 zero = 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg)
+	struct memcg_entry *e = memcg_entry_of(memcg, id);
+	if (!e)
 		return 0;
-	u32 gen = cfg->gen;
-	struct memcg_entry *e = bpf_map_lookup_elem(&memcgs, &id);
-	if (!e || e->gen != gen) {
-		refresh((u64)memcg, id, gen);
-		e = bpf_map_lookup_elem(&memcgs, &id);
-		if (!e)
-			return 0;
+
+	/* The threads that dirty a watched cgroup's pages, its own tasks
+	 * only (as the pace holds them: act.Pacer), never a kernel thread
+	 * (the flusher redirtying a folio). */
+	u32 s0 = e->slot[0];
+	if (own && s0 && !(task->flags & PF_KTHREAD)) {
+		u32 tid = task->pid;
+		if (e->last_tid != tid || ++e->tid_folios >= DIRTIER_REFRESH_FOLIOS) {
+			e->last_tid = tid;
+			e->tid_folios = 0;
+			note_dirtier(s0 - 1, tid);
+		}
 	}
 
 	struct folio_arg a = {.bytes = folio_pages(folio) << PAGE_SHIFT, .id = id};
@@ -477,6 +591,63 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 		u32 s = e->slot[k];
 		if (s)
 			count_slot(s - 1, &a);
+	}
+	return 0;
+}
+
+/* count_cancelled counts bytes of a dirty folio dropped unwritten for the
+ * watched cgroup in slot s. A global function: verified once. */
+__noinline int count_cancelled(u32 s, u64 bytes)
+{
+	struct count *c = bpf_map_lookup_elem(&counts, &s);
+	if (c)
+		__sync_fetch_and_add(&c->cancelled, bytes);
+	return 0;
+}
+
+/* invalidate_folio fires from ext4_invalidate_folio() (fs/ext4/inode.c)
+ * before the folio's dirty bit is cancelled: truncate_cleanup_folio() in
+ * mm/truncate.c invalidates a truncated folio, then folio_cancel_dirty()
+ * takes it out of memory.stat dirty unwritten (folio_account_cleaned() in
+ * mm/page-writeback.c). Counting those lets userspace tell such a fall of
+ * dirty+writeback (a deleted or truncated file) from written pages. Only
+ * a whole folio counts: a partial invalidation keeps it dirty. xfs's
+ * iomap_invalidate_folio tracepoint carries no folio: not counted. */
+SEC("tp_btf/ext4_invalidate_folio")
+int BPF_PROG(invalidate_folio, struct folio *folio, size_t offset, size_t length)
+{
+	unsigned long dirty = 1UL << bpf_core_enum_value(enum pageflags, PG_dirty);
+	if (offset != 0 || !(folio_flags(folio) & dirty))
+		return 0;
+	u64 bytes = folio_pages(folio) << PAGE_SHIFT;
+	if (length < bytes)
+		return 0;
+	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
+	struct inode *host = BPF_CORE_READ(mapping, host);
+	if (!host)
+		return 0;
+	struct super_block *sb = BPF_CORE_READ(host, i_sb);
+	if (!sb)
+		return 0;
+	struct backing_dev_info *bdi = BPF_CORE_READ(sb, s_bdi);
+	if (!bdi || !(BPF_CORE_READ(bdi, capabilities) & BDI_CAP_WRITEBACK))
+		return 0;
+	struct mem_cgroup *memcg = folio_memcg_of(folio);
+	if (!memcg)
+		return 0;
+	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+	if (!cgrp)
+		return 0;
+	struct memcg_entry *e = memcg_entry_of(memcg, cgroup_id(cgrp));
+	if (!e)
+		return 0;
+	u32 n = e->n;
+	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
+		if (k >= n)
+			break;
+		u32 s = e->slot[k];
+		if (s)
+			count_cancelled(s - 1, bytes);
 	}
 	return 0;
 }

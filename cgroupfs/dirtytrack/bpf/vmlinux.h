@@ -31,6 +31,7 @@ typedef __u32 u32;
 typedef __u64 u64;
 typedef __s64 s64;
 typedef __u32 dev_t;
+typedef unsigned long size_t;
 typedef unsigned short umode_t;
 typedef _Bool bool;
 #define true 1
@@ -81,6 +82,7 @@ typedef struct {
 } memdesc_flags_t;
 
 struct folio {
+	struct address_space *mapping;
 	unsigned long memcg_data;
 	unsigned int _folio_nr_pages;
 };
@@ -99,6 +101,7 @@ struct folio___nr_pages {
 
 /* include/linux/page-flags.h */
 enum pageflags {
+	PG_dirty = 4,
 	PG_head = 16,
 };
 
@@ -149,6 +152,8 @@ struct css_set {
 };
 
 struct task_struct {
+	unsigned int flags;
+	int pid;
 	struct css_set *cgroups;
 };
 

@@ -214,13 +214,16 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 		}
 		r.At = h.Now()
 		if dc, ok := h.(host.DirtyCounter); ok && op.Dirtied {
-			n, err := dc.Dirtied(ctx, op.Cgroup)
+			n, err := dc.DirtyCounts(ctx, op.Cgroup)
 			r.Dirtied, r.HasDirtied, r.DirtiedErr = n, err == nil, err
 		}
 		if op.Paced != nil {
 			// An error leaves the last reading: the policy measures
 			// nothing from a step without one.
 			r.PacedCPU, _ = op.Paced.CPU()
+			if pe, ok := op.Paced.(host.PacedEscapes); ok {
+				r.Unpaced, r.UnpacedKnown = pe.Unpaced()
+			}
 		}
 	case sched.Freeze:
 		fz, ok := h.(host.Freezer)

@@ -45,6 +45,10 @@ type fastPath struct {
 	wake func(host.Cgroup)
 	// notify hands a cgroup event to the notifier; nil while none runs.
 	notify func(host.CgroupEvent)
+	// dirtierFns are the pace episodes' requests to hear of a cgroup's
+	// next new dirtying thread (NotifyDirtier), by id; each is called
+	// once.
+	dirtierFns map[uint64]*dirtierRequest
 	// made are the freezer directories EnsureFreezer created, per memory
 	// cgroup; unavailable the reason its last freeze could not work.
 	made        map[host.Cgroup][]string
@@ -64,7 +68,8 @@ func newFastPath(tr *dirtytrack.Tracker, reason string, mem layout.Hierarchy, un
 	f := &fastPath{
 		tr: tr, reason: reason, mem: mem, under: under, log: log,
 		ids: make(map[host.Cgroup]uint64), cgs: make(map[uint64]host.Cgroup), counted: make(map[uint64]bool),
-		made: make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
+		dirtierFns: make(map[uint64]*dirtierRequest),
+		made:       make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
 	}
 	if tr != nil {
 		tr.Handle(f.handle)
@@ -125,22 +130,79 @@ func (f *fastPath) count(cg host.Cgroup) (uint64, error) {
 	return id, nil
 }
 
-// dirtied returns the tracker's counter for cg, counting from now if it
+// counts returns the tracker's counters for cg, counting from now if it
 // did not yet.
-func (f *fastPath) dirtied(cg host.Cgroup) (uint64, error) {
+func (f *fastPath) counts(cg host.Cgroup) (host.DirtyCounts, error) {
 	id, err := f.count(cg)
 	if err != nil {
-		return 0, fmt.Errorf("dirtied %s: %w", cg, err)
+		return host.DirtyCounts{}, fmt.Errorf("dirtied %s: %w", cg, err)
 	}
-	n, err := f.tr.Dirtied(id)
+	n, err := f.tr.Counts(id)
 	if errors.Is(err, dirtytrack.ErrNotWatched) {
 		// Its rmdir unwatched it between count and now.
-		return 0, fmt.Errorf("dirtied %s: %w: %w", cg, host.ErrVanished, err)
+		return host.DirtyCounts{}, fmt.Errorf("dirtied %s: %w: %w", cg, host.ErrVanished, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("dirtied %s: %w", cg, err)
+		return host.DirtyCounts{}, fmt.Errorf("dirtied %s: %w", cg, err)
 	}
-	return n, nil
+	return host.DirtyCounts{Dirtied: n.Dirtied, HasCancelled: n.HasCancelled, Cancelled: n.Cancelled}, nil
+}
+
+// A dirtierRequest is one NotifyDirtier call waiting for its report.
+type dirtierRequest struct{ fn func() }
+
+var _ act.DirtierSource = (*fastPath)(nil)
+
+// Dirtiers lists the threads of cg's own tasks that the tracker saw
+// dirty cg's pages within the last within (act.DirtierSource). The
+// tracker refreshes a thread's time at least every 16 folios it dirties:
+// within a second, a writer of 2 MiB folios at 32 MiB/s or more is
+// always listed.
+func (f *fastPath) Dirtiers(cg host.Cgroup, within time.Duration) ([]int, error) {
+	id, err := f.count(cg)
+	if err != nil {
+		return nil, fmt.Errorf("dirtiers of %s: %w", cg, err)
+	}
+	ds, err := f.tr.Dirtiers(id)
+	if errors.Is(err, dirtytrack.ErrNotWatched) {
+		return nil, fmt.Errorf("dirtiers of %s: %w: %w", cg, host.ErrVanished, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dirtiers of %s: %w", cg, err)
+	}
+	var out []int
+	for _, d := range ds {
+		if d.Age <= within {
+			out = append(out, d.TID)
+		}
+	}
+	return out, nil
+}
+
+// NotifyDirtier arms the tracker's report of cg's next new dirtying
+// thread and calls fn, once, on the tracker's wake-up goroutine when it
+// comes (act.DirtierSource). A later call for cg replaces fn.
+func (f *fastPath) NotifyDirtier(cg host.Cgroup, fn func()) (stop func(), err error) {
+	id, err := f.count(cg)
+	if err != nil {
+		return nil, fmt.Errorf("notify of dirtiers of %s: %w", cg, err)
+	}
+	req := &dirtierRequest{fn: fn}
+	stop = func() {
+		f.mu.Lock()
+		if f.dirtierFns[id] == req {
+			delete(f.dirtierFns, id)
+		}
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	f.dirtierFns[id] = req
+	f.mu.Unlock()
+	if err := f.tr.ArmDirtier(id); err != nil {
+		stop()
+		return nil, fmt.Errorf("notify of dirtiers of %s: %w", cg, err)
+	}
+	return stop, nil
 }
 
 // arm sets cg's wake-up at the absolute counter value above (0 and
@@ -181,6 +243,7 @@ func (f *fastPath) forget(cg host.Cgroup) {
 				f.log.Warn("dirty tracker: unwatch removed cgroup", "cgroup", cg, "err", err)
 			}
 		}
+		delete(f.dirtierFns, id)
 	}
 	made := f.made[cg]
 	delete(f.made, cg)
@@ -289,6 +352,14 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 			now := dirtytrack.MonotonicNow()
 			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", now-ev.Time,
 				"read", ev.Read-ev.Time, "sink", now-ev.Read)
+		}
+	case dirtytrack.NewDirtier:
+		f.mu.Lock()
+		req := f.dirtierFns[ev.ID]
+		delete(f.dirtierFns, ev.ID)
+		f.mu.Unlock()
+		if req != nil {
+			req.fn()
 		}
 	case dirtytrack.Mkdir, dirtytrack.Rmdir:
 		cg := host.Cgroup(ev.Path)

@@ -112,6 +112,9 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 	fs.readers = make(chan *observe.Reader, idleReaders)
 	if journal != nil {
 		fs.pacer = &act.Pacer{Layout: l, ProcRoot: procRoot, Journal: journal, Under: under}
+		if opts.Tracker != nil {
+			fs.pacer.Dirtiers = fs.fast
+		}
 	}
 	return fs, nil
 }
@@ -253,14 +256,16 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 // Now is the wall clock.
 func (fs *FS) Now() time.Time { return time.Now() }
 
-// Dirtied counts the bytes cg's tasks have dirtied. With the tracker it
-// is the tracker's monotonic counter of the bytes dirtied in cg's subtree
-// since FS first asked (the first call starts it, at 0); otherwise the
-// sum over cg's tasks of /proc/PID/io (act.Dirtied), which falls
-// when a task exits.
-func (fs *FS) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
+// DirtyCounts counts the bytes cg's tasks have dirtied. With the tracker
+// it is the tracker's monotonic counter of the bytes dirtied in cg's
+// subtree since FS first asked (the first call starts it, at 0), and
+// beside it the bytes of cg's subtree's dirty pages truncated unwritten
+// (where the tracker counts them); otherwise the sum over cg's tasks of
+// /proc/PID/io (act.Dirtied), which falls when a task exits.
+func (fs *FS) DirtyCounts(ctx context.Context, cg host.Cgroup) (host.DirtyCounts, error) {
 	if fs.fast.tr != nil {
-		return fs.fast.dirtied(cg)
+		return fs.fast.counts(cg)
 	}
-	return act.Dirtied(ctx, fs.procRoot, fs.layout, cg)
+	n, err := act.Dirtied(ctx, fs.procRoot, fs.layout, cg)
+	return host.DirtyCounts{Dirtied: n}, err
 }

@@ -82,6 +82,16 @@ type Paced interface {
 	End() error
 }
 
+// PacedEscapes is a Paced episode that can tell whether every thread
+// dirtying its cgroup's pages is paced: its host names the dirtying
+// threads (the eBPF tracker).
+type PacedEscapes interface {
+	// Unpaced counts the cgroup's threads that dirty its pages now and
+	// that the episode does not pace (it could not, or has not yet); ok
+	// is false when it cannot tell.
+	Unpaced() (n int, ok bool)
+}
+
 // Pacer is a host that can pace a cgroup's dirtying tasks by CPU
 // bandwidth (policy.Input.Pacer): no signal is sent and no syscall cut
 // short, a paced task runs later. An error that wraps

@@ -69,5 +69,17 @@ type Host interface {
 // cgroup's tasks have dirtied: what the throttle must pace and what charges
 // new pages. The agent asks it for the cgroup it steps, not its ancestors.
 type DirtyCounter interface {
-	Dirtied(ctx context.Context, cg Cgroup) (uint64, error)
+	DirtyCounts(ctx context.Context, cg Cgroup) (DirtyCounts, error)
+}
+
+// DirtyCounts are what a DirtyCounter counts of a cgroup's page cache.
+type DirtyCounts struct {
+	// Dirtied is the bytes the cgroup's tasks have dirtied.
+	Dirtied uint64
+	// Cancelled is the bytes of the cgroup's dirty pages dropped
+	// unwritten, a truncated or deleted file's, counted like Dirtied;
+	// known when HasCancelled. Without it such a fall of dirty+writeback
+	// reads as pages written.
+	HasCancelled bool
+	Cancelled    uint64
 }

@@ -73,6 +73,13 @@ type Counters struct {
 	// increases mean anything.
 	HasDirtied   bool
 	DirtiedBytes uint64
+
+	// HasCancelled says whether CancelledBytes is known, beside
+	// DirtiedBytes: the bytes of the cgroup's dirty pages dropped
+	// unwritten (truncated, or a deleted file's), a counter of the same
+	// origin as DirtiedBytes. Without it such a drop reads as written.
+	HasCancelled   bool
+	CancelledBytes uint64
 }
 
 // Pressure is a cgroup's memory pressure stall information: cumulative

@@ -22,6 +22,7 @@ type Controller struct {
 	lastD   uint64    // dirty + writeback then
 	lastWB  uint64    // writeback then
 	lastIn  uint64    // dirtied-bytes counter then
+	lastCan uint64    // cancelled-bytes counter then
 	lastOut uint64    // written-bytes counter then
 
 	bw bandwidth
@@ -201,16 +202,19 @@ func (c *Controller) Step(in Input) Decision {
 // decision (HoldFor and RunFor deadlines).
 func (c *Controller) account(in Input, dirty uint64) {
 	s := in.Stat
-	var dirtiedCtr, writtenCtr uint64
+	var dirtiedCtr, writtenCtr, cancelledCtr uint64
 	switch {
 	case s.Counters.HasWritten:
 		writtenCtr = s.Counters.WrittenBytes
 	case s.Counters.HasDirtied:
 		dirtiedCtr = s.Counters.DirtiedBytes
+		if s.Counters.HasCancelled {
+			cancelledCtr = s.Counters.CancelledBytes
+		}
 	}
 	if !c.started {
 		c.started = true
-		c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback
+		c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB, c.lastCan = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback, cancelledCtr
 		c.lastUsage = s.Usage
 		c.domainLimit = in.Dirty.Limit
 		c.limitStamp = in.Now
@@ -236,8 +240,12 @@ func (c *Controller) account(in Input, dirty uint64) {
 		written = sat(writtenCtr, c.lastOut)
 		dirtied = sat(dirty+written, c.lastD)
 	case s.Counters.HasDirtied:
+		// What left dirty+writeback was written, but for what was
+		// truncated unwritten (a deleted file), which the device never
+		// saw: counted as written it would have the pace allow the
+		// dirtiers a rate the device cannot take.
 		dirtied = sat(dirtiedCtr, c.lastIn)
-		written = sat(c.lastD+dirtied, dirty)
+		written = sat(c.lastD+dirtied, dirty+sat(cancelledCtr, c.lastCan))
 	case frozen && !mixed:
 		// Frozen, nothing dirties: the fall of dirty+writeback is
 		// what the device wrote, a measurement.
@@ -287,7 +295,7 @@ func (c *Controller) account(in Input, dirty uint64) {
 		}
 		c.updateDirtyRate(rated, ran)
 	}
-	c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback
+	c.last, c.lastD, c.lastIn, c.lastOut, c.lastWB, c.lastCan = in.Now, dirty, dirtiedCtr, writtenCtr, s.Writeback, cancelledCtr
 	c.updateDomainLimit(in)
 }
 

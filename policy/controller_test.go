@@ -184,6 +184,48 @@ func TestDirtiedBytesMeasureBandwidth(t *testing.T) {
 	}
 }
 
+// Dirty pages dropped unwritten (a deleted file's) leave dirty+writeback
+// without the device writing them: where the host counts them, they are
+// not learnt as bandwidth. Without the count the fall reads as written.
+func TestCancelledBytesAreNotWritten(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		cancelled *uint64 // the counter's growth; nil: not counted
+		written   float64 // bytes the step learns as written in 100 ms
+	}{
+		{"counted", ptr(uint64(30 * mib)), 2 * mib},
+		{"not counted", nil, 32 * mib},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// 10 MiB dirtied while dirty+writeback fell from 40 to 18 MiB:
+			// 32 MiB left it, of which 30 were a file deleted dirty.
+			c := NewController()
+			t0 := time.Unix(1, 0)
+			lim := memcg.DirtyLimits{Background: memcg.NoLimit, Limit: memcg.NoLimit}
+			counters := func(dirtied, cancelled uint64) memcg.Counters {
+				ctr := memcg.Counters{HasDirtied: true, DirtiedBytes: dirtied}
+				if tt.cancelled != nil {
+					ctr.HasCancelled, ctr.CancelledBytes = true, cancelled
+				}
+				return ctr
+			}
+			c.Step(Input{Now: t0, Stat: memcg.Stat{Dirty: 40 * mib, Counters: counters(1000, 500)}, Dirty: lim})
+			var grown uint64
+			if tt.cancelled != nil {
+				grown = *tt.cancelled
+			}
+			c.Step(Input{Now: t0.Add(100 * time.Millisecond), Stat: memcg.Stat{Dirty: 18 * mib, Counters: counters(1000+10*mib, 500+grown)}, Dirty: lim})
+			w := 100.0 / 4096
+			want := tt.written/0.1*w + InitBW*(1-w)
+			if got := c.bw.bw; got < want*0.999 || got > want*1.001 {
+				t.Errorf("write_bandwidth = %.0f, want %.0f (%.0f MiB written in 100 ms)", got, want, tt.written/mib)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestKswapdAnticipatesGrowthOverTheHorizon(t *testing.T) {
 	// A cgroup growing at 100 MiB/s, looked at every 10 ms: over the
 	// horizon (the reaction delay and the active interval) it would fall

@@ -81,6 +81,13 @@ type Input struct {
 	// episode, read with the observation; zero where the driver did not
 	// read it.
 	PacedCPU time.Duration
+	// Unpaced, when UnpacedKnown, counts the cgroup's threads that dirty
+	// its pages now and that the driver does not pace (it names the
+	// dirtying threads: the eBPF tracker). The backstop then freezes only
+	// for those: a paced task's burst past its quota is the pace's
+	// resolution, which a freeze would buy with the tenant's short reads.
+	Unpaced      int
+	UnpacedKnown bool
 	// PacePeriodCap is the longest CFS period a pace may have (PaceFor);
 	// 0 is MaxPacePeriod. The driver sets it short on kernels before the
 	// task-based throttle (6.18), where a paced task can be descheduled

@@ -116,13 +116,17 @@ type pacer struct {
 	least  time.Time
 	level  uint64
 	rising bool
-	// leastLevel, leastDirtied and leastEff are dirty+writeback, the
-	// dirtied counter (if leastHasDirtied) and the efficiency when the
-	// pace went to its least: the efficiency measured since would count
-	// what an escaped dirtier dirties as the paced tasks'.
+	// leastLevel, leastDirtied, leastCPU and leastEff are
+	// dirty+writeback, the dirtied counter (if leastHasDirtied), the
+	// paced tasks' CPU time and the efficiency when the pace went to its
+	// least: the efficiency measured since would count what an escaped
+	// dirtier dirties as the paced tasks'.
 	leastLevel, leastDirtied uint64
 	leastHasDirtied          bool
+	leastCPU                 time.Duration
 	leastEff                 float64
+	// leastRefills counts the refills asked for since (staleTimer).
+	leastRefills int
 	// lastPace, lastAt, lastDirtied and lastCPU are the pace in force,
 	// the time, the dirtied counter and the paced tasks' CPU time where
 	// the efficiency's measurement window began; measured says one has.
@@ -140,6 +144,10 @@ type pacer struct {
 	// cap is the longest period, as periodCap last chose it; longest is
 	// the longest period of this step's paces, chosen once per step.
 	cap, longest time.Duration
+	// peak is the highest recent efficiency, decayed as of peakAt
+	// (notePeak).
+	peak   float64
+	peakAt time.Time
 }
 
 // pace decides the CPU bandwidth of the cgroup's dirtying tasks.
@@ -216,6 +224,9 @@ func (c *Controller) staleTimer(in Input, d *Decision) {
 		p.refilled = in.Now // the write refills
 	case d.Pace.Limited() && in.Now.Before(p.timerBy) && in.Now.Sub(p.refilled) >= d.Pace.Period-MinLook:
 		d.PaceRefill, p.refilled = true, in.Now
+		if !p.least.IsZero() {
+			p.leastRefills++
+		}
 	}
 }
 
@@ -258,16 +269,18 @@ func (c *Controller) leastInForce(in Input, dirty uint64) {
 		return
 	}
 	if p.least.IsZero() {
-		p.least, p.leastLevel, p.leastEff = in.Now, dirty, c.efficiency()
+		p.least, p.leastLevel, p.leastEff, p.leastCPU, p.leastRefills = in.Now, dirty, c.efficiency(), in.PacedCPU, 0
 		p.leastDirtied, p.leastHasDirtied = in.Stat.Counters.DirtiedBytes, in.Stat.Counters.HasDirtied
 	}
 }
 
 // periodCap is the longest period a pace may have: in.PacePeriodCap, and
 // no longer than the least pace needs. The least pace, MinPaceQuota per
-// period, lets the tasks dirty Efficiency * MinPaceQuota a period, which
-// a period of leastPaceMargin times that at the write bandwidth keeps to
-// a fraction of what the device cleans; a longer one only stops the
+// period, lets the tasks dirty what they dirty in MinPaceQuota +
+// PaceOverrun (CFS throttles a task only at its next tick past its
+// quota), at the fastest they dirtied of late (burstEfficiency), which a
+// period of leastPaceMargin times that at the write bandwidth keeps to a
+// fraction of what the device cleans; a longer one only stops the
 // tasks for longer, and leaves the period timer armed for longer once a
 // shorter period follows (staleTimer). Rounded up to a power of two
 // milliseconds, so that it moves only when the estimates do by a factor.
@@ -281,7 +294,7 @@ func (c *Controller) periodCap(in Input) time.Duration {
 	if bw <= 0 {
 		return limit
 	}
-	need := time.Duration(leastPaceMargin * c.efficiency() * float64(MinPaceQuota) / bw)
+	need := time.Duration(leastPaceMargin * c.burstEfficiency() * float64(MinPaceQuota+PaceOverrun) / bw)
 	// Kept while it is within a factor of four of the need, and while
 	// the least pace is in force, so that the least pace stays one pace
 	// while the estimates wander (the backstop counts from when it came
@@ -405,18 +418,31 @@ func close(a, b Pacing) bool {
 const PaceOverrun = 4 * time.Millisecond
 
 // escaped reports whether dirty+writeback still rises although the pace
-// has been at its least for PaceInterval, by more than the least pace
-// lets its tasks dirty (their quota and an overrun, PaceOverrun, at the
-// efficiency measured before; the write of the least pace itself
-// refills the quota): something the pace does not hold dirties (a task
-// not paced, a dirtier not CPU-bound), and the freezer may take over.
-// The cgroup's dirtied bytes tell it where the driver counts them, its
-// level otherwise.
+// has been at its least for PaceInterval, and something the pace does not
+// hold dirties (a task not paced, a dirtier not CPU-bound): the freezer
+// may take over. Where the driver names the dirtying threads
+// (Input.UnpacedKnown), a thread it does not pace is that something.
+// Elsewhere it is dirtying past what the least pace lets its tasks dirty:
+// at the efficiency measured before,
+// twice the CPU time they used since, where the driver reads it (a paced
+// task dirties as fast as before, or somewhat faster once its pages are
+// cached), and PaceOverrun more; else a quota and an overrun for each
+// grant of a quota since: the write of the least pace, each refill
+// (Decision.PaceRefill) and each period's. The cgroup's dirtied bytes
+// tell it where the driver counts them, its level otherwise.
 func (p *pacer) escaped(in Input, dirty uint64) bool {
-	if !p.rising || p.least.IsZero() || in.Now.Sub(p.least) < PaceInterval {
+	since := in.Now.Sub(p.least)
+	if !p.rising || p.least.IsZero() || since < PaceInterval {
 		return false
 	}
-	allowed := uint64(p.leastEff * (MinPaceQuota + PaceOverrun).Seconds())
+	if in.UnpacedKnown {
+		return in.Unpaced > 0
+	}
+	burst := p.leastEff * (MinPaceQuota + PaceOverrun).Seconds()
+	allowed := uint64(burst * float64(2+p.leastRefills+int(since/max(in.Paced.Period, MinPacePeriod))))
+	if in.PacedCPU > 0 && p.leastCPU > 0 && in.PacedCPU >= p.leastCPU {
+		allowed = uint64(p.leastEff * (2*(in.PacedCPU-p.leastCPU) + PaceOverrun).Seconds())
+	}
 	if c := in.Stat.Counters; c.HasDirtied && p.leastHasDirtied {
 		return sat(c.DirtiedBytes, p.leastDirtied) > allowed
 	}
@@ -473,9 +499,38 @@ func (c *Controller) measureEfficiency(in Input) {
 			w := min(float64(in.Now.Sub(p.lastAt))/float64(efficiencyWindow), 1)
 			p.efficiency = min(max(e*w+p.efficiency*(1-w), p.efficiency/2), p.efficiency*2)
 		}
+		p.notePeak(in.Now, e, cpu)
 	}
 	p.mark(in, true)
 }
+
+// notePeak folds a window's efficiency e, measured over cpu, into the
+// peak: the highest recent one, decaying by half every peakHalfLife.
+// The average hides a task's bursts (a writer that must reclaim as it
+// dirties, then one that need not, dirties several times faster per
+// CPU-second), and a burst is what the least pace lets through
+// (periodCap). Windows shorter than a quota are too coarse to tell, and
+// the peak is held within peakSpread of the average.
+func (p *pacer) notePeak(now time.Time, e float64, cpu time.Duration) {
+	if !p.peakAt.IsZero() && now.After(p.peakAt) {
+		p.peak *= math.Exp2(-float64(now.Sub(p.peakAt)) / float64(peakHalfLife))
+	}
+	p.peakAt = now
+	if cpu >= MinPaceQuota {
+		p.peak = max(p.peak, e)
+	}
+	p.peak = min(p.peak, peakSpread*p.efficiency)
+}
+
+// peakHalfLife and peakSpread bound the peak efficiency (notePeak).
+const (
+	peakHalfLife = time.Second
+	peakSpread   = 8
+)
+
+// burstEfficiency is what the paced tasks dirty per CPU-second at their
+// fastest of late: the peak, or the efficiency where it is higher.
+func (c *Controller) burstEfficiency() float64 { return max(c.pacer.peak, c.efficiency()) }
 
 // mark begins a measurement window at in.
 func (p *pacer) mark(in Input, measured bool) {

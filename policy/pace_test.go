@@ -57,10 +57,11 @@ func TestThePacedThrottle(t *testing.T) {
 		return a.On() == b.On() && a.Limited() == b.Limited() && a.Share() >= 0.99*b.Share() && a.Share() <= 1.01*b.Share()
 	}
 	share := func(pos float64) float64 { return bw * pos / (1 << 30) }
-	// The least pace lets the tasks dirty 1 MiB a period (a millisecond at
-	// 1 GiB per CPU-second): its period is four times what the device
-	// takes to clean that, 41 ms, rounded up to a power of two.
-	least := PaceFor(0, 64*ms)
+	// The least pace lets the tasks dirty 5 MiB a period (its quota and
+	// an overrun, 5 ms at 1 GiB per CPU-second): its period is four times
+	// what the device takes to clean that, 205 ms, rounded up to a power
+	// of two.
+	least := PaceFor(0, 256*ms)
 	var inForce Pacing
 	for _, tt := range []struct {
 		name     string
@@ -75,8 +76,8 @@ func TestThePacedThrottle(t *testing.T) {
 		{"at the limit: the least pace, no freeze", 20 * ms, 16 * mib, least, ThrottleNone},
 		{"past the limit, the least pace in force since now: no freeze", 22 * ms, 20 * mib, least, ThrottleNone},
 		{"past the backstop, the least pace held, but falling (a burst that passed): no freeze", 27 * ms, 19*mib + 512*1024, least, ThrottleNone},
-		{"past the backstop, rising under the least pace, but by no more than its quota and an overrun let the tasks dirty (5 ms at 1 GiB per CPU-second) since it came into force: no freeze", 29 * ms, 21 * mib, least, ThrottleNone},
-		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 27 * mib, least, ThrottleFreeze},
+		{"past the backstop, rising under the least pace, but by no more than two grants of its quota and an overrun let the tasks dirty (the write's and the period's: 10 ms at 1 GiB per CPU-second) since it came into force, at 20 MiB: no freeze", 29 * ms, 26 * mib, least, ThrottleNone},
+		{"past the backstop (a fifth of the limit) and still rising under the least pace, by more: the freezer takes over", 30 * ms, 31 * mib, least, ThrottleFreeze},
 		{"back at the limit: thawed, still paced", 40 * ms, 16 * mib, least, ThrottleThaw},
 		{"just past freerun: paced fast (pos_ratio about 2)", 50 * ms, 12*mib + 4096, PaceFor(share(2), 0), ThrottleNone},
 		{"between background and freerun: paced without a limit", 60 * ms, 11 * mib, Unlimited, ThrottleNone},
@@ -92,6 +93,77 @@ func TestThePacedThrottle(t *testing.T) {
 		if d.Pace.On() && (d.NextLook > PaceInterval || !d.Active) {
 			t.Errorf("%s: paced, but NextLook %v Active %v: want a look within PaceInterval", tt.name, d.NextLook, d.Active)
 		}
+	}
+}
+
+// The least pace's period follows the tasks' fastest recent efficiency,
+// not the average: a writer that dirties 8 GiB per CPU-second between
+// reclaims, and 1 GiB while it reclaims, bursts at the first through the
+// least pace's quota. The peak decays by half a second.
+func TestTheLeastPacesPeriodFollowsTheFastestBurst(t *testing.T) {
+	c := NewController()
+	c.bw = bandwidth{bw: 1 << 30, avg: 1 << 30, drainMeasured: true}
+	c.pacer.efficiency = 2 << 30
+	t0 := time.Unix(100, 0)
+	avg := c.periodCap(Input{})
+	c.pacer.notePeak(t0, 8<<30, 2*ms)
+	burst := c.periodCap(Input{})
+	// 4 * 8 GiB/s * 5 ms / 1 GiB/s = 160 ms, against 40 ms at the
+	// average: rounded up, 256 and 64 ms.
+	if avg != 64*ms || burst != 256*ms {
+		t.Errorf("period cap %v at the average, %v after an 8 GiB/s burst: want 64ms and 256ms", avg, burst)
+	}
+	c.pacer.notePeak(t0.Add(time.Second), 1<<30, 2*ms)
+	if got, want := c.pacer.peak, float64(4<<30); got < 0.999*want || got > 1.001*want {
+		t.Errorf("peak a second after an 8 GiB/s burst: %.0f, want %.0f", got, want)
+	}
+	c.pacer.notePeak(t0.Add(2*time.Second), 64<<30, 100*time.Microsecond)
+	if got, want := c.pacer.peak, float64(2<<30); got < 0.999*want || got > 1.001*want {
+		t.Errorf("peak %.0f after a 100 µs window at 64 GiB/s: want it ignored, the peak decayed to %.0f", got, want)
+	}
+	c.pacer.notePeak(t0.Add(2*time.Second), 64<<30, 2*ms)
+	if got, want := c.pacer.peak, float64(16<<30); got != want {
+		t.Errorf("peak %.0f after a 2 ms window at 64 GiB/s: want it held to 8 times the average, %.0f", got, want)
+	}
+}
+
+// Where the driver names the dirtying threads, the backstop freezes for a
+// thread it does not pace, and not for a paced task's burst, however far
+// past the backstop: its resolution, which a freeze would buy with the
+// tenant's short reads.
+func TestTheBackstopFreezesOnlyForAnUnpacedThread(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		unpaced int
+		want    Throttle
+	}{
+		{"every dirtier paced: no freeze", 0, ThrottleNone},
+		{"a dirtier the driver does not pace: freeze", 1, ThrottleFreeze},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const bw = 100 * mib
+			c := NewController()
+			c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
+			c.pacer.efficiency = 1 << 30
+			t0 := time.Unix(100, 0)
+			var inForce Pacing
+			var d Decision
+			// At the limit, then ever further past it under the least
+			// pace: 64 MiB over the 16 MiB limit within 30 ms.
+			for i, dirty := range []uint64{16 * mib, 20 * mib, 40 * mib, 60 * mib, 80 * mib} {
+				in := scenarioInput(t0.Add(time.Duration(i)*10*ms), 0, dirty, dirty)
+				in.Freezer, in.Pacer, in.Paced, in.ActiveInterval = FreezerHeld, true, inForce, 50*ms
+				in.Unpaced, in.UnpacedKnown = tt.unpaced, true
+				d = c.Step(in)
+				inForce = d.Pace
+				if d.Throttle != ThrottleNone {
+					break
+				}
+			}
+			if d.Throttle != tt.want {
+				t.Errorf("throttle %v, want %v (pace %+v)", d.Throttle, tt.want, d.Pace)
+			}
+		})
 	}
 }
 
@@ -281,8 +353,8 @@ func TestTheLeastPacesPeriodFollowsTheDevice(t *testing.T) {
 		cap     time.Duration
 		want    time.Duration
 	}{
-		{"a fast device: the shortest, a few looks", 1500e6, 2e9, 0, 16 * ms},
-		{"100 MiB/s, 1 GiB per CPU-second: 41 ms, rounded up", 100 * mib, 1 << 30, 0, 64 * ms},
+		{"a fast device: the shortest, a few looks", 3e9, 2e9, 0, 16 * ms},
+		{"100 MiB/s, 1 GiB per CPU-second: 205 ms, rounded up", 100 * mib, 1 << 30, 0, 256 * ms},
 		{"a slow device: long", 10e6, 2e9, 0, 1024 * ms},
 		{"capped before 6.18", 10e6, 2e9, 20 * ms, 20 * ms},
 	} {
@@ -301,12 +373,12 @@ func TestTheLeastPacesPeriodFollowsTheDevice(t *testing.T) {
 	c.bw = bandwidth{bw: 100 * mib, avg: 100 * mib, drainMeasured: true}
 	c.pacer.efficiency = 1 << 30
 	first := c.periodCap(Input{})
-	c.bw.avg *= 2 // need 20 ms: within a factor of four of 64
+	c.bw.avg *= 2 // need 102 ms: within a factor of four of 256
 	if got := c.periodCap(Input{}); got != first {
 		t.Errorf("the bandwidth doubled: period cap %v, want %v kept", got, first)
 	}
-	c.bw.avg *= 4 // need 5 ms
+	c.bw.avg *= 8 // need 13 ms
 	if got := c.periodCap(Input{}); got != 16*ms {
-		t.Errorf("the bandwidth eight times: period cap %v, want 16ms", got)
+		t.Errorf("the bandwidth sixteen times: period cap %v, want 16ms", got)
 	}
 }

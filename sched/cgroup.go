@@ -259,7 +259,8 @@ func (c *Core) observed(p pendingOp, r Result) {
 	if p.op.Dirtied {
 		switch {
 		case r.HasDirtied:
-			s.Counters.HasDirtied, s.Counters.DirtiedBytes = true, r.Dirtied
+			s.Counters.HasDirtied, s.Counters.DirtiedBytes = true, r.Dirtied.Dirtied
+			s.Counters.HasCancelled, s.Counters.CancelledBytes = r.Dirtied.HasCancelled, r.Dirtied.Cancelled
 		case r.DirtiedErr != nil:
 			c.log(slog.LevelDebug, "count dirtied bytes", "cgroup", st.cg, "err", r.DirtiedErr)
 		}
@@ -269,8 +270,11 @@ func (c *Core) observed(p pendingOp, r Result) {
 		fz = policy.FreezerHeld
 	}
 	pacer := c.cfg.Pacer && st.pace.unavailable == "" && !st.exempt
+	var unpaced int
+	var unpacedKnown bool
 	if r.Op.Paced != nil && r.Op.Paced == st.pace.episode {
 		st.pace.cpu = r.PacedCPU
+		unpaced, unpacedKnown = r.Unpaced, r.UnpacedKnown
 	}
 	d := st.ctrl.Step(policy.Input{
 		Now: r.At, Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks, WritebackFirst: eff.Knobs.WritebackFirst,
@@ -279,6 +283,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
 		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
 		Pacer: pacer, Paced: st.pace.applied, PacedCPU: st.pace.cpu, PacePeriodCap: c.cfg.PacePeriodCap,
+		Unpaced: unpaced, UnpacedKnown: unpacedKnown,
 		PacedBelow: c.pacedBelow(st.cg),
 	})
 	if c.cfg.Log.Level() <= slog.LevelDebug && (d.Active || !d.Idle()) {

@@ -134,17 +134,20 @@ type Result struct {
 	// Stats are what Observe or Refresh read, one per Op.Read (Refresh:
 	// one); on error, those read before it.
 	Stats []memcg.Stat
-	// Dirtied is the dirtied-bytes counter Observe read, when
+	// Dirtied are the dirtied-bytes counters Observe read, when
 	// HasDirtied; DirtiedErr why it has none when Op.Dirtied asked.
-	Dirtied    uint64
+	Dirtied    host.DirtyCounts
 	HasDirtied bool
 	DirtiedErr error
 	// Episode is what Freeze began, Paced what Pace began.
 	Episode host.Frozen
 	Paced   host.Paced
 	// PacedCPU is the CPU time the paced tasks used, which Observe read
-	// from Op.Paced.
-	PacedCPU time.Duration
+	// from Op.Paced; Unpaced the threads dirtying unpaced, when
+	// UnpacedKnown (host.PacedEscapes).
+	PacedCPU     time.Duration
+	Unpaced      int
+	UnpacedKnown bool
 	// WriteOut is what WriteOut did.
 	WriteOut host.WriteOut
 	// Reclaimed is the fall of usage Reclaim achieved.

@@ -119,7 +119,9 @@ func (w *world) do(op Op) Result {
 			r.PacedCPU, _ = op.Paced.CPU()
 		}
 		if op.Dirtied {
-			r.Dirtied, r.HasDirtied = w.stats[op.Cgroup].Counters.DirtiedBytes, w.stats[op.Cgroup].Counters.HasDirtied
+			c := w.stats[op.Cgroup].Counters
+			r.Dirtied = host.DirtyCounts{Dirtied: c.DirtiedBytes, HasCancelled: c.HasCancelled, Cancelled: c.CancelledBytes}
+			r.HasDirtied = c.HasDirtied
 		}
 	case Freeze:
 		if err := w.freezeErr[op.Cgroup]; err != nil {

@@ -59,13 +59,16 @@ type Pacer struct {
 	// beneath which the pacer may make pace groups in the cpu hierarchy:
 	// a thread whose cpu cgroup lies outside it is not paced.
 	Under host.Cgroup
-	// Dirtiers, if set, lists the threads of a memory cgroup that dirty
-	// pages now (the eBPF tracker's). Without it the pacer compares the
-	// write_bytes of each thread of the cgroup (/proc/TID/task/TID/io), which
-	// counts the bytes a task dirties, buffered writes and stores to
-	// shared mappings alike (task_io_account_write, folio_account_dirtied
-	// in mm/page-writeback.c).
-	Dirtiers func(cg host.Cgroup) ([]int, error)
+	// Dirtiers, if set, names the threads of a memory cgroup that dirty
+	// its pages, and tells an episode of one that begins to (the eBPF
+	// tracker's, which runs in the dirtying thread's context): a new
+	// writer is then paced within milliseconds, not at the next change of
+	// the pace. Without it the pacer compares the write_bytes of each
+	// thread of the cgroup (/proc/TID/task/TID/io), which counts the bytes
+	// a task dirties, buffered writes and stores to shared mappings alike
+	// (task_io_account_write, folio_account_dirtied in
+	// mm/page-writeback.c).
+	Dirtiers DirtierSource
 
 	mu      sync.Mutex
 	samples map[host.Cgroup]threadSample // the last write_bytes per thread, by memory cgroup
@@ -74,6 +77,34 @@ type Pacer struct {
 	// and their records undone, at a later call.
 	busy []busyGroup
 }
+
+// A DirtierSource names the threads of memory cgroups that dirty their
+// pages (Pacer.Dirtiers).
+type DirtierSource interface {
+	// Dirtiers lists the threads of cg's own tasks that dirtied its
+	// pages within the last within.
+	Dirtiers(cg host.Cgroup, within time.Duration) ([]int, error)
+	// NotifyDirtier calls fn once, on a goroutine of the source's, when a
+	// thread that Dirtiers did not list begins dirtying cg's pages; it is
+	// armed again by another call. fn must return soon. Stop drops the
+	// request.
+	NotifyDirtier(cg host.Cgroup, fn func()) (stop func(), err error)
+}
+
+// dirtierWindow is how lately a thread must have dirtied to be paced (a
+// DirtierSource's answer), and escapeWindow to count as dirtying now
+// (Paced.Unpaced): a thread stops counting as an escape as soon as it
+// stops dirtying, or is taken.
+const (
+	dirtierWindow = time.Second
+	escapeWindow  = 50 * time.Millisecond
+)
+
+// followGap is the least time between two adoptions of new dirtiers of an
+// episode (Paced.follow): a tenant starting writer threads by the
+// thousand makes the pacer move them in batches, not one at a time,
+// each move waiting for an RCU grace period under the episode's lock.
+const followGap = 5 * time.Millisecond
 
 // busyGroup is a pace group left to remove.
 type busyGroup struct {
@@ -157,6 +188,9 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 		return nil, fmt.Errorf("pace %s: no cpu controller on a v1 hierarchy, nor memory on v2: %w", cg, ErrNotPaceable)
 	}
 	e := &Paced{p: p, cg: cg, v2: v2, quota: quota, period: period, groups: map[string]*paceGroup{}}
+	if p.Dirtiers != nil {
+		e.notices, e.done = make(chan struct{}, 1), make(chan struct{})
+	}
 	tids, err := p.dirtiers(ctx, cg)
 	if err != nil {
 		return nil, fmt.Errorf("pace %s: %w", cg, err)
@@ -171,7 +205,50 @@ func (p *Pacer) Pace(ctx context.Context, cg host.Cgroup, quota, period time.Dur
 	e.mu.Lock()
 	e.stop = context.AfterFunc(ctx, func() { _ = e.End() })
 	e.mu.Unlock()
+	if e.done != nil {
+		go e.follow()
+	}
 	return e, nil
+}
+
+// follow paces the cgroup's threads that begin dirtying during the
+// episode as the Dirtiers source reports them, until End. The report is
+// armed before the threads are listed, so that one beginning between the
+// two is reported.
+func (e *Paced) follow() {
+	notice := func() {
+		select {
+		case e.notices <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		stop, err := e.p.Dirtiers.NotifyDirtier(e.cg, notice)
+		if err != nil {
+			return // the cgroup is gone: End follows
+		}
+		select {
+		case <-e.done:
+			stop()
+			return
+		case <-e.notices:
+		}
+		tids, err := e.p.Dirtiers.Dirtiers(e.cg, dirtierWindow)
+		if err == nil {
+			e.mu.Lock()
+			if !e.ended {
+				_ = e.adopt(context.Background(), tids) // Set reports what fails
+			}
+			e.mu.Unlock()
+		}
+		t := time.NewTimer(followGap)
+		select {
+		case <-e.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // checkPace checks a pace against what CFS takes (tg_set_cfs_bandwidth in
@@ -209,6 +286,54 @@ type Paced struct {
 	// live, and liveAt, the threads in the groups when last listed (v1).
 	liveAt time.Time
 	live   []int
+	// notices wakes follow, and done, closed by End, stops it; both nil
+	// without a Dirtiers source. Set when the episode is made.
+	notices chan struct{}
+	done    chan struct{}
+
+	// takenMu guards taken, the threads the episode has moved or is
+	// moving into its groups: Unpaced reads it while a move, which
+	// holds mu for an RCU grace period, is in flight.
+	takenMu sync.Mutex
+	taken   map[int]bool
+}
+
+var _ host.PacedEscapes = (*Paced)(nil)
+
+// take marks tid taken, or not.
+func (e *Paced) take(tid int, taken bool) {
+	e.takenMu.Lock()
+	defer e.takenMu.Unlock()
+	if !taken {
+		delete(e.taken, tid)
+		return
+	}
+	if e.taken == nil {
+		e.taken = map[int]bool{}
+	}
+	e.taken[tid] = true
+}
+
+// Unpaced counts the cgroup's threads that dirtied its pages within
+// escapeWindow and that the episode has not taken: ones it could not
+// move, or not yet told of (host.PacedEscapes). Only a Dirtiers source
+// can tell; without one ok is false.
+func (e *Paced) Unpaced() (n int, ok bool) {
+	if e.p.Dirtiers == nil {
+		return 0, false
+	}
+	tids, err := e.p.Dirtiers.Dirtiers(e.cg, escapeWindow)
+	if err != nil {
+		return 0, false
+	}
+	e.takenMu.Lock()
+	defer e.takenMu.Unlock()
+	for _, tid := range tids {
+		if !e.taken[tid] {
+			n++
+		}
+	}
+	return n, true
 }
 
 var _ host.Paced = (*Paced)(nil)
@@ -368,6 +493,9 @@ func (e *Paced) End() error {
 	if e.stop != nil {
 		e.stop() // returns at once, even from within the AfterFunc
 	}
+	if e.done != nil {
+		close(e.done)
+	}
 	var errs []error
 	for _, g := range e.groups {
 		_, err := journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
@@ -441,11 +569,13 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 				e.base[tid], e.last[tid] = run, run
 			}
 		}
+		e.take(tid, true) // taken while it moves: Unpaced does not count it
 		switch err := ctlfile.Write(filepath.Join(g.dir, e.threadsFile()), strconv.Itoa(tid)); {
 		case err == nil:
 			e.live = append(e.live, tid)
 		case errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
 		default:
+			e.take(tid, false)
 			return fmt.Errorf("move thread %d into %s: %w", tid, g.dir, err)
 		}
 	}
@@ -715,7 +845,7 @@ func cpuUsage(p string) (time.Duration, error) {
 // laterSampleGap after, until a thread is seen to grow.
 func (p *Pacer) dirtiers(ctx context.Context, cg host.Cgroup) ([]int, error) {
 	if p.Dirtiers != nil {
-		return p.Dirtiers(cg)
+		return p.Dirtiers.Dirtiers(cg, dirtierWindow)
 	}
 	p.mu.Lock()
 	prev, ok := p.samples[cg]

@@ -127,11 +127,11 @@ func TestTrackedWatcherIdleCost(t *testing.T) {
 					wake.UsageAbove = mode.above // an empty cgroup never reaches it
 				}
 				if mode.tracker != nil {
-					d, err := fs.Dirtied(t.Context(), cg)
+					d, err := fs.DirtyCounts(t.Context(), cg)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wake.DirtiedAbove = d + 1<<20
+					wake.DirtiedAbove = d.Dirtied + 1<<20
 				}
 				if err := w.Watch(cg, wake); err != nil {
 					t.Fatal(err)

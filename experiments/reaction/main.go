@@ -131,11 +131,11 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	lost := 0
 	start := time.Now()
 	for i := range e.n {
-		before, err := fs.Dirtied(ctx, c.Path)
+		before, err := fs.DirtyCounts(ctx, c.Path)
 		if err != nil {
 			return err
 		}
-		if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: before + uint64(e.room)}); err != nil {
+		if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: before.Dirtied + uint64(e.room)}); err != nil {
 			return err
 		}
 		t0, err := d.write(uint64(e.step))
@@ -149,12 +149,12 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			}
 			// A lost report: counted in the distribution at the
 			// timeout (a lower bound), and told.
-			after, err := fs.Dirtied(ctx, c.Path)
+			after, err := fs.DirtyCounts(ctx, c.Path)
 			if err != nil {
 				return err
 			}
 			fmt.Printf("(wake-up %d lost: armed at %d + %s, then one write(2) of %s; no report within %v; the tracker counts %d dirtied now)\n",
-				i, before, e.room.String(), e.step.String(), e.timeout, after)
+				i, before.Dirtied, e.room.String(), e.step.String(), e.timeout, after.Dirtied)
 			lost++
 			lat = append(lat, uint64(e.timeout))
 			continue

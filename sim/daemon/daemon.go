@@ -183,7 +183,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 			r.PacedCPU, _ = op.Paced.CPU()
 		}
 		if op.Dirtied && r.Err == nil {
-			r.Dirtied, r.DirtiedErr = h.Dirtied(ctx, op.Cgroup)
+			r.Dirtied, r.DirtiedErr = h.DirtyCounts(ctx, op.Cgroup)
 			r.HasDirtied = r.DirtiedErr == nil
 		}
 	case sched.Freeze:

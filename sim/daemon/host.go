@@ -77,10 +77,11 @@ func (h *Host) Observe(_ context.Context, cg host.Cgroup) (memcg.Stat, error) {
 	return h.k.Stat(m), nil
 }
 
-// Dirtied is the bytes cg's tasks have dirtied.
-func (h *Host) Dirtied(ctx context.Context, cg host.Cgroup) (uint64, error) {
+// DirtyCounts is the bytes cg's tasks have dirtied; the model truncates
+// no file, so it counts no cancellation.
+func (h *Host) DirtyCounts(ctx context.Context, cg host.Cgroup) (host.DirtyCounts, error) {
 	s, err := h.Observe(ctx, cg)
-	return s.Counters.DirtiedBytes, err
+	return host.DirtyCounts{Dirtied: s.Counters.DirtiedBytes}, err
 }
 
 // Reclaim is memory.reclaim.

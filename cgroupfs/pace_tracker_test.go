@@ -1,0 +1,95 @@
+package cgroupfs_test
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/host"
+)
+
+// With the tracker, a thread that begins dirtying a paced cgroup's pages
+// is paced within milliseconds (the tracker names it, FS moves it), not at
+// the pace's next change: here the pace never changes, and the second
+// writer, a new process started after the episode began, must join the
+// pace group while it still writes.
+func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	if os.Getenv("MEMCGD_VM") == "1" || l.CPU == nil {
+		t.Skip("the pacer runs on the host's cgroup v1 cpu controller (act.paceable says why)")
+	}
+	tr := cgrouptest.LoadTracker(t)
+	c := cgrouptest.New(t, l, 2<<30)
+	dir := cgrouptest.DiskDir(t)
+	fs := cgrouptest.FS(t, l, host.Cgroup(path.Dir(string(c.Path))), cgrouptest.Journal(t, l), tr)
+	ctx := t.Context()
+	// The daemon counts a cgroup from its first step on.
+	if _, err := fs.DirtyCounts(ctx, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "first"), "bs=1M", "count=100000")
+	group := filepath.Join(l.CPU.Dir(c.Path), journal.PaceGroupName, journal.FileTasksV1)
+	awaitWrites(t, first.Process.Pid)
+	e, err := fs.Pace(ctx, c.Path, time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	if tids, err := journal.ReadTIDs(group); err != nil || !slices.Contains(tids, first.Process.Pid) {
+		t.Fatalf("the pace group holds %v (%v): want the first writer %d", tids, err, first.Process.Pid)
+	}
+	second := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "second"), "bs=1M", "count=100000")
+	start := time.Now()
+	for {
+		tids, err := journal.ReadTIDs(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(tids, second.Process.Pid) {
+			t.Logf("the second writer joined the pace group %v after its start, having written %d MiB",
+				time.Since(start).Round(time.Millisecond), writeBytes(t, second.Process.Pid)/mib)
+			return
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("the second writer (%d) was not paced within 2 s of its start; the group holds %v", second.Process.Pid, tids)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// awaitWrites waits, up to 10 s, until process pid has dirtied pages.
+func awaitWrites(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); writeBytes(t, pid) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d dirtied nothing within 10 s", pid)
+		}
+	}
+}
+
+// writeBytes is process pid's write_bytes (/proc/PID/io).
+func writeBytes(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/%d/io has no write_bytes", pid)
+	return 0
+}

@@ -49,6 +49,10 @@ type fastPath struct {
 	// next new dirtying thread (NotifyDirtier), by id; each is called
 	// once.
 	dirtierFns map[uint64]*dirtierRequest
+	// anchors are, by id, memory.stat's dirty+writeback less the
+	// tracker's level count at an observation (anchorLevel): the count
+	// moves from 0 at the watch, memory.stat from wherever it was.
+	anchors map[uint64]int64
 	// made are the freezer directories EnsureFreezer created, per memory
 	// cgroup; unavailable the reason its last freeze could not work.
 	made        map[host.Cgroup][]string
@@ -68,8 +72,8 @@ func newFastPath(tr *dirtytrack.Tracker, reason string, mem layout.Hierarchy, un
 	f := &fastPath{
 		tr: tr, reason: reason, mem: mem, under: under, log: log,
 		ids: make(map[host.Cgroup]uint64), cgs: make(map[uint64]host.Cgroup), counted: make(map[uint64]bool),
-		dirtierFns: make(map[uint64]*dirtierRequest),
-		made:       make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
+		dirtierFns: make(map[uint64]*dirtierRequest), anchors: make(map[uint64]int64),
+		made: make(map[host.Cgroup][]string), unavailable: make(map[host.Cgroup]string),
 	}
 	if tr != nil {
 		tr.Handle(f.handle)
@@ -80,7 +84,7 @@ func newFastPath(tr *dirtytrack.Tracker, reason string, mem layout.Hierarchy, un
 // path returns the dirty-tracking path in force.
 func (f *fastPath) path() host.DirtyPath {
 	if f.tr != nil {
-		return host.DirtyPath{Tracker: true}
+		return host.DirtyPath{Tracker: true, Levels: f.tr.CountsLevels()}
 	}
 	return host.DirtyPath{Reason: f.reason}
 }
@@ -244,6 +248,7 @@ func (f *fastPath) forget(cg host.Cgroup) {
 			}
 		}
 		delete(f.dirtierFns, id)
+		delete(f.anchors, id)
 	}
 	made := f.made[cg]
 	delete(f.made, cg)
@@ -352,6 +357,14 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 			now := dirtytrack.MonotonicNow()
 			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", now-ev.Time,
 				"read", ev.Read-ev.Time, "sink", now-ev.Read)
+		}
+	case dirtytrack.LevelCrossed:
+		f.mu.Lock()
+		cg, ok := f.cgs[ev.ID]
+		wake := f.wake
+		f.mu.Unlock()
+		if ok && wake != nil {
+			wake(cg)
 		}
 	case dirtytrack.NewDirtier:
 		f.mu.Lock()

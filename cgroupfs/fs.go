@@ -179,6 +179,7 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 	if err != nil {
 		return s, err
 	}
+	fs.fast.anchorLevel(cg, s.Dirty+s.Writeback)
 	if cg == "/" && s.Limit == memcg.NoLimit {
 		m, err := readMemInfo(fs.procRoot)
 		if err != nil {

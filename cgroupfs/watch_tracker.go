@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
 )
 
 // TrackedWatcher is the Watcher of an FS: a Watcher whose cgroups are
@@ -50,8 +51,10 @@ func (fs *FS) NewWatcher(opts watch.WatcherOptions) (*TrackedWatcher, error) {
 // Watch starts or replaces the watch of cg: the kernel's notifications
 // for wake.UsageAbove as Watcher.Watch, and, with the tracker, a wake-up
 // once the tracker's counter for cg passes wake.DirtiedAbove (0 or
-// memcg.NoLimit: none). A wake-up is sent once per Watch call; a value
-// already passed fires at cg's next dirtied page.
+// memcg.NoLimit: none), and, where it counts levels (DirtyPath.Levels),
+// once cg's dirty+writeback leaves wake.LevelBelow..LevelAbove. Each
+// wake-up is sent once per Watch call; a value already passed fires at
+// cg's next dirtied page.
 func (tw *TrackedWatcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	if err := tw.Watcher.Watch(cg, host.Wake{UsageAbove: wake.UsageAbove}); err != nil {
 		return err
@@ -59,7 +62,13 @@ func (tw *TrackedWatcher) Watch(cg host.Cgroup, wake host.Wake) error {
 	if tw.fast.tr == nil {
 		return nil
 	}
-	return tw.fast.arm(cg, wake.DirtiedAbove)
+	if err := tw.fast.arm(cg, wake.DirtiedAbove); err != nil {
+		return err
+	}
+	if tw.fast.tr.CountsLevels() {
+		return tw.fast.armLevel(cg, wake.LevelAbove, wake.LevelBelow)
+	}
+	return nil
 }
 
 // Unwatch stops watching cg. The tracker keeps counting for it, since
@@ -68,6 +77,9 @@ func (tw *TrackedWatcher) Unwatch(cg host.Cgroup) {
 	tw.Watcher.Unwatch(cg)
 	if tw.fast.tr != nil {
 		_ = tw.fast.arm(cg, 0) // a cgroup gone meanwhile has nothing armed
+		if tw.fast.tr.CountsLevels() {
+			_ = tw.fast.armLevel(cg, memcg.NoLimit, 0)
+		}
 	}
 }
 

@@ -20,14 +20,16 @@ type dirtytrackConfig struct {
 }
 
 type dirtytrackCount struct {
-	_         structs.HostLayout
-	Dirtied   uint64
-	Cancelled uint64
-	Fired     uint64
-	Recent    uint64
-	LastIno   uint64
-	LastDev   uint32
-	LastGen   uint32
+	_          structs.HostLayout
+	Dirtied    uint64
+	Cancelled  uint64
+	Level      int64
+	LevelFired uint64
+	Fired      uint64
+	Recent     uint64
+	LastIno    uint64
+	LastDev    uint32
+	LastGen    uint32
 }
 
 type dirtytrackDirtiers struct {
@@ -90,6 +92,9 @@ type dirtytrackWake struct {
 	Seq        uint64
 	Id         uint64
 	DirtierSeq uint64
+	LevelAbove int64
+	LevelBelow int64
+	LevelSeq   uint64
 }
 
 // loadDirtytrack returns the embedded CollectionSpec for dirtytrack.
@@ -134,10 +139,14 @@ type dirtytrackSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dirtytrackProgramSpecs struct {
+	AccountCleaned  *ebpf.ProgramSpec `ebpf:"account_cleaned"`
 	CgroupMkdir     *ebpf.ProgramSpec `ebpf:"cgroup_mkdir"`
 	CgroupRmdir     *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
+	ClearDirtyForIo *ebpf.ProgramSpec `ebpf:"clear_dirty_for_io"`
 	DirtyFolio      *ebpf.ProgramSpec `ebpf:"dirty_folio"`
+	EndWriteback    *ebpf.ProgramSpec `ebpf:"end_writeback"`
 	InvalidateFolio *ebpf.ProgramSpec `ebpf:"invalidate_folio"`
+	StartWriteback  *ebpf.ProgramSpec `ebpf:"start_writeback"`
 }
 
 // dirtytrackMapSpecs contains maps before they are loaded into the kernel.
@@ -222,18 +231,26 @@ type dirtytrackVariables struct {
 //
 // It can be passed to loadDirtytrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dirtytrackPrograms struct {
+	AccountCleaned  *ebpf.Program `ebpf:"account_cleaned"`
 	CgroupMkdir     *ebpf.Program `ebpf:"cgroup_mkdir"`
 	CgroupRmdir     *ebpf.Program `ebpf:"cgroup_rmdir"`
+	ClearDirtyForIo *ebpf.Program `ebpf:"clear_dirty_for_io"`
 	DirtyFolio      *ebpf.Program `ebpf:"dirty_folio"`
+	EndWriteback    *ebpf.Program `ebpf:"end_writeback"`
 	InvalidateFolio *ebpf.Program `ebpf:"invalidate_folio"`
+	StartWriteback  *ebpf.Program `ebpf:"start_writeback"`
 }
 
 func (p *dirtytrackPrograms) Close() error {
 	return _DirtytrackClose(
+		p.AccountCleaned,
 		p.CgroupMkdir,
 		p.CgroupRmdir,
+		p.ClearDirtyForIo,
 		p.DirtyFolio,
+		p.EndWriteback,
 		p.InvalidateFolio,
+		p.StartWriteback,
 	)
 }
 

@@ -26,6 +26,9 @@ const (
 	// NewDirtier: a thread new to a watched cgroup's dirtiers began to
 	// dirty its pages, and ArmDirtier had asked for it.
 	NewDirtier Kind = 4
+	// LevelCrossed: a watched cgroup's level left the bounds ArmLevel
+	// set.
+	LevelCrossed Kind = 5
 )
 
 // String returns "wake", "mkdir" or "rmdir".
@@ -39,6 +42,8 @@ func (k Kind) String() string {
 		return "rmdir"
 	case NewDirtier:
 		return "dirtier"
+	case LevelCrossed:
+		return "level"
 	}
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }
@@ -53,6 +58,9 @@ type Event struct {
 	Dirtied uint64
 	// TID is, for NewDirtier, the thread that began dirtying.
 	TID int
+	// DirtyLevel is, for LevelCrossed, the level (Counts.Level) that
+	// crossed a bound.
+	DirtyLevel int64
 	// Time is when the kernel sent it, on CLOCK_MONOTONIC (time since
 	// boot, suspend excluded): compare with MonotonicNow.
 	Time time.Duration
@@ -83,11 +91,14 @@ func decodeEvent(b []byte) (Event, error) {
 	le := binary.LittleEndian
 	ev := Event{Kind: Kind(le.Uint32(b[0:]))}
 	switch ev.Kind {
-	case Wake, NewDirtier:
+	case Wake, NewDirtier, LevelCrossed:
 		ev.TID = int(le.Uint32(b[4:]))
 		ev.ID = le.Uint64(b[8:])
 		ev.Dirtied = le.Uint64(b[16:])
 		ev.Time = time.Duration(le.Uint64(b[24:]))
+		if ev.Kind == LevelCrossed {
+			ev.DirtyLevel, ev.Dirtied = int64(ev.Dirtied), 0
+		}
 	case Mkdir, Rmdir:
 		if len(b) < cgroupEventSize {
 			return Event{}, fmt.Errorf("dirtytrack %s event: %d bytes, want %d", ev.Kind, len(b), cgroupEventSize)
@@ -102,7 +113,7 @@ func decodeEvent(b []byte) (Event, error) {
 		}
 		ev.Path = string(p)
 	default:
-		return Event{}, fmt.Errorf("dirtytrack event: type %d: want 1 (wake), 2 (mkdir), 3 (rmdir) or 4 (dirtier)", ev.Kind)
+		return Event{}, fmt.Errorf("dirtytrack event: type %d: want 1 (wake), 2 (mkdir), 3 (rmdir), 4 (dirtier) or 5 (level)", ev.Kind)
 	}
 	return ev, nil
 }

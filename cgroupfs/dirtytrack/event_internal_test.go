@@ -11,7 +11,7 @@ import (
 
 // record builds a ring-buffer record as bpf/dirtytrack.c lays it out.
 func record(kind Kind, level uint32, id, second, ktime uint64, path string) []byte {
-	small := kind == Wake || kind == NewDirtier
+	small := kind == Wake || kind == NewDirtier || kind == LevelCrossed
 	size := wakeEventSize
 	if !small {
 		size = cgroupEventSize
@@ -41,6 +41,8 @@ func TestDecodeEvent(t *testing.T) {
 			Event{Kind: Wake, ID: 42, Dirtied: 8 << 20, Time: 1500 * time.Nanosecond}, ""},
 		{"new dirtier", record(NewDirtier, 4242, 42, 0, 1500, ""),
 			Event{Kind: NewDirtier, ID: 42, TID: 4242, Time: 1500 * time.Nanosecond}, ""},
+		{"level crossed, downwards", record(LevelCrossed, 0, 42, uint64(1<<64-(3<<20)), 1500, ""),
+			Event{Kind: LevelCrossed, ID: 42, DirtyLevel: -3 << 20, Time: 1500 * time.Nanosecond}, ""},
 		{"mkdir", record(Mkdir, 2, 7, 5, 99, "/a/b"),
 			Event{Kind: Mkdir, ID: 7, Parent: 5, Level: 2, Time: 99, Path: "/a/b"}, ""},
 		{"rmdir", record(Rmdir, 1, 9, 1, 3, "/c"),
@@ -74,12 +76,13 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(record(Wake, 0, 42, 8<<20, 1500, ""))
 	f.Add(record(Mkdir, 2, 7, 5, 99, "/a/b"))
 	f.Add(record(NewDirtier, 4242, 42, 0, 1500, ""))
+	f.Add(record(LevelCrossed, 0, 42, 1<<20, 1500, ""))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := decodeEvent(b)
 		if err != nil {
 			return
 		}
-		if ev.Kind != Wake && ev.Kind != Mkdir && ev.Kind != Rmdir && ev.Kind != NewDirtier {
+		if ev.Kind != Wake && ev.Kind != Mkdir && ev.Kind != Rmdir && ev.Kind != NewDirtier && ev.Kind != LevelCrossed {
 			t.Fatalf("decoded kind %v", ev.Kind)
 		}
 		if len(ev.Path) > 256 || strings.IndexByte(ev.Path, 0) >= 0 {

@@ -144,24 +144,30 @@ type Tracker struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	// cgroupEvents reports whether the mkdir/rmdir programs are attached,
-	// cancels whether the truncation one is (Counts.HasCancelled).
+	// cancels whether the truncation one is (Counts.HasCancelled), levels
+	// whether the level programs are (Counts.HasLevel).
 	cgroupEvents bool
 	cancels      bool
-	loadTime     time.Duration
+	levels       bool
+	// view is the counts array mapped, or empty where it could not be
+	// (the counters are then looked up).
+	view     countsView
+	loadTime time.Duration
 
 	mu    sync.Mutex // guards the fields below
 	slots map[uint64]uint32
 	// wakes are the wake-ups armed per slot, as last written to the
 	// wakes map: a write replaces a slot's whole entry, so arming the
 	// dirtied threshold keeps the dirtier report's arming and back.
-	wakes   map[uint32]dirtytrackWake
-	free    []uint32 // free slots, reused oldest-freed first
-	seq     uint64   // last wake.seq handed out
-	gen     uint32   // config.gen
-	gone    map[uint64]bool
-	mounts  map[uint64]string // superblock dev -> a mount point of it, for OpenInode
-	closed  bool
-	closeMu sync.Once
+	wakes     map[uint32]dirtytrackWake
+	free      []uint32 // free slots, reused oldest-freed first
+	seq       uint64   // last wake.seq handed out
+	gen       uint32   // config.gen
+	gone      map[uint64]bool
+	mounts    map[uint64]string // superblock dev -> a mount point of it, for OpenInode
+	closed    bool
+	closeMu   sync.Once
+	levelsOff string // why levels is false
 
 	// scanMu guards the buffers Inodes reads the inode map into, kept
 	// between calls: a write-out calls it, hundreds of times a second for
@@ -223,6 +229,11 @@ func Load(opts Options) (*Tracker, error) {
 	}
 	cancelProgs := map[string]*ebpf.ProgramSpec{"invalidate_folio": spec.Programs["invalidate_folio"]}
 	delete(spec.Programs, "invalidate_folio")
+	levelProgs := map[string]*ebpf.ProgramSpec{}
+	for _, name := range []string{"clear_dirty_for_io", "start_writeback", "end_writeback", "account_cleaned"} {
+		levelProgs[name] = spec.Programs[name]
+		delete(spec.Programs, name)
+	}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError("load the eBPF program", err)
 	}
@@ -245,6 +256,15 @@ func Load(opts Options) (*Tracker, error) {
 		opts.Logger.Warn("dirty tracker: truncated dirty pages are not counted; a deleted dirty file reads as written", "err", err)
 	} else {
 		t.cancels = true
+	}
+	if err := t.attachPrograms(spec, levelProgs); err != nil {
+		t.levelsOff = fmt.Sprintf("the level programs (fentry and fexit) did not load or attach: %v", err)
+		opts.Logger.Info("dirty tracker: no dirty+writeback level counts; memory.stat is read for them", "err", err)
+	} else {
+		t.levels = true
+	}
+	if t.view, err = mapCounts(t.objs.Counts, opts.MaxWatched); err != nil {
+		opts.Logger.Warn("dirty tracker: the counters are looked up, not mapped", "err", err)
 	}
 
 	for _, m := range []*ebpf.Map{t.objs.Wakeups, t.objs.Events} {
@@ -282,7 +302,7 @@ func (t *Tracker) attachPrograms(spec *ebpf.CollectionSpec, progs map[string]*eb
 	}
 	var links []link.Link
 	for name, p := range coll.Programs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: progs[name].AttachType})
 		if err != nil {
 			for _, l := range links {
 				l.Close()
@@ -336,6 +356,9 @@ func (t *Tracker) CgroupEvents() bool { return t.cgroupEvents }
 // CountsCancels reports whether Counts.Cancelled is counted: the ext4
 // tracepoint it needs attached.
 func (t *Tracker) CountsCancels() bool { return t.cancels }
+
+// NoLevels says why Counts.Level is not counted, "" when it is.
+func (t *Tracker) NoLevels() string { return t.levelsOff }
 
 // LoadTime is how long Load took to load and attach the programs.
 func (t *Tracker) LoadTime() time.Duration { return t.loadTime }
@@ -408,13 +431,17 @@ func (t *Tracker) unwatch(id uint64) error {
 	if err := t.objs.Watched.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		errs = append(errs, err)
 	}
-	// The dirtier report is disarmed by setting its arming to the one
-	// that fired last (wakes and dirtiers agree).
+	// The dirtier and level reports are disarmed by setting their
+	// armings to the ones that fired last.
 	var d dirtytrackDirtiers
 	if err := t.objs.Dirtiers.Lookup(slot, &d); err != nil {
 		errs = append(errs, err)
 	}
-	if err := t.putWake(slot, dirtytrackWake{Above: Never, DirtierSeq: d.Fired}); err != nil {
+	var c dirtytrackCount
+	if err := t.objs.Counts.Lookup(slot, &c); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.putWake(slot, dirtytrackWake{Above: Never, DirtierSeq: d.Fired, LevelSeq: c.LevelFired}); err != nil {
 		errs = append(errs, err)
 	}
 	delete(t.wakes, slot)
@@ -459,45 +486,6 @@ func (t *Tracker) bumpGen() error {
 func (t *Tracker) Dirtied(id uint64) (uint64, error) {
 	c, err := t.Counts(id)
 	return c.Dirtied, err
-}
-
-// Counts are a watched cgroup's counters, each of its subtree since it was
-// first watched.
-type Counts struct {
-	// Dirtied is the bytes dirtied (Dirtied).
-	Dirtied uint64
-	// Cancelled is the bytes of dirty folios dropped unwritten: a
-	// truncated or deleted file's, on ext2/3/4 (the ext4 driver's
-	// tracepoint). Known when HasCancelled (CountsCancels).
-	HasCancelled bool
-	Cancelled    uint64
-}
-
-// Counts reads the counters of the watched cgroup id in one lookup.
-func (t *Tracker) Counts(id uint64) (Counts, error) {
-	c, err := t.count(id)
-	if err != nil {
-		return Counts{}, fmt.Errorf("dirtytrack: counts of cgroup %d: %w", id, err)
-	}
-	return Counts{Dirtied: c.Dirtied, HasCancelled: t.cancels, Cancelled: c.Cancelled}, nil
-}
-
-// count reads the program's count of the watched cgroup id: its dirtied
-// bytes and its ring of recent inodes. It wraps ErrNotWatched for a
-// cgroup not watched.
-func (t *Tracker) count(id uint64) (dirtytrackCount, error) {
-	t.mu.Lock()
-	slot, ok := t.slots[id]
-	t.mu.Unlock()
-	var c dirtytrackCount
-	if !ok {
-		return c, ErrNotWatched
-	}
-	// Lookup fills c before c is returned: in "return c, Lookup(&c)" the
-	// order of the two is not specified (the Go spec, Order of
-	// evaluation).
-	err := t.objs.Counts.Lookup(slot, &c)
-	return c, err
 }
 
 // Watched returns how many cgroups are watched.
@@ -591,5 +579,7 @@ func (t *Tracker) closeAll() {
 		l.Close()
 	}
 	t.links = nil
+	t.view.close()
+	t.view = countsView{}
 	t.objs.Close()
 }

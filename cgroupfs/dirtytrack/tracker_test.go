@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -848,16 +849,20 @@ func TestRecentFollowsAReusedInodeNumber(t *testing.T) {
 // Dirtiers names the threads of a watched cgroup's own tasks that dirtied
 // its pages, and an armed report (ArmDirtier) names the first new one
 // within a wake-up's time: one report per arming. A writer in a child
-// cgroup is the child's, not the parent's.
+// cgroup is the child's, not its parent's.
 func TestDirtiersNamesTheWritingThreads(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	tr := load(t)
 	dir := diskDir(t)
+	// Tasks only in leaves, as cgroup v2 requires.
 	parent := cgrouptest.New(t, l, 0)
-	child := parent.Child(t, "c")
-	id := cgroupID(t, parent)
-	if err := tr.Watch(id, dirtytrack.Never); err != nil {
-		t.Fatal(err)
+	w := parent.Child(t, "w")
+	other := parent.Child(t, "other")
+	id, pid := cgroupID(t, w), cgroupID(t, parent)
+	for _, id := range []uint64{id, pid} {
+		if err := tr.Watch(id, dirtytrack.Never); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got, err := tr.Dirtiers(id); err != nil || len(got) != 0 {
 		t.Fatalf("Dirtiers before any write: %v, %v; want none", got, err)
@@ -865,14 +870,14 @@ func TestDirtiersNamesTheWritingThreads(t *testing.T) {
 	if err := tr.ArmDirtier(id); err != nil {
 		t.Fatal(err)
 	}
-	first := startDD(t, parent, filepath.Join(dir, "first"))
+	first := startDD(t, w, filepath.Join(dir, "first"))
 	ev := awaitEvent(t, tr, dirtytrack.NewDirtier, id, wakeBound()+time.Second)
 	if ev.TID != first {
 		t.Errorf("the armed report named thread %d, want the writer's %d", ev.TID, first)
 	}
 	// Not armed again: a second writer is listed but not reported.
-	second := startDD(t, parent, filepath.Join(dir, "second"))
-	cgrouptest.DirtyFile(t, child, filepath.Join(dir, "child"), 4*mib)
+	second := startDD(t, w, filepath.Join(dir, "second"))
+	cgrouptest.DirtyFile(t, other, filepath.Join(dir, "other"), 4*mib)
 	awaitDirtier(t, tr, id, second)
 	select {
 	case ev := <-tr.Events():
@@ -894,13 +899,16 @@ func TestDirtiersNamesTheWritingThreads(t *testing.T) {
 	}
 	slices.Sort(tids)
 	if want := []int{min(first, second), max(first, second)}; !slices.Equal(tids, want) {
-		t.Errorf("Dirtiers = %v (threads %v), want the two writers %v and not the child's", got, tids, want)
+		t.Errorf("Dirtiers = %v (threads %v), want the two writers %v and not the sibling's", got, tids, want)
+	}
+	if got, err := tr.Dirtiers(pid); err != nil || len(got) != 0 {
+		t.Errorf("Dirtiers of the parent = %v, %v: want none, its children's writers are theirs", got, err)
 	}
 	// Armed again: the next new writer is reported.
 	if err := tr.ArmDirtier(id); err != nil {
 		t.Fatal(err)
 	}
-	third := startDD(t, parent, filepath.Join(dir, "third"))
+	third := startDD(t, w, filepath.Join(dir, "third"))
 	if ev := awaitEvent(t, tr, dirtytrack.NewDirtier, id, wakeBound()+time.Second); ev.TID != third {
 		t.Errorf("the report armed again named thread %d, want the third writer %d", ev.TID, third)
 	}
@@ -984,5 +992,126 @@ func TestCancelledCountsADeletedDirtyFile(t *testing.T) {
 	}
 	if d := after.Dirtied - before.Dirtied; d > slack(0) {
 		t.Errorf("the delete counted %d bytes dirtied", d)
+	}
+}
+
+// The level counts dirty+writeback as memory.stat does: after a write,
+// after its writeback (fsync) and after a dirty file's deletion, the
+// level's change since the watch equals memory.stat's, and an armed
+// bound reports its crossing upwards and downwards. It needs the level
+// programs (fentry), which the test VMs' kernel allows; on a kernel that
+// refuses them, TestNoLevelsSayWhy runs instead.
+func TestLevelAgreesWithMemoryStat(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := load(t)
+	if !tr.CountsLevels() {
+		if os.Getenv("MEMCGD_VM") == "1" {
+			t.Fatalf("no level programs in the test VM: %s", tr.NoLevels())
+		}
+		t.Skipf("this kernel refuses the level programs (%s); TestNoLevelsSayWhy checks that, and the VMs run this test", tr.NoLevels())
+	}
+	c := cgrouptest.New(t, l, 0)
+	id := cgroupID(t, c)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	dir := diskDir(t)
+	base := int64(dirtyWB(t, l, c)) // 0 for a new cgroup, but for a flush race
+	level := func() int64 {
+		t.Helper()
+		n, err := tr.Counts(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.HasLevel {
+			t.Fatal("Counts.HasLevel false though the level programs are attached")
+		}
+		return n.Level
+	}
+	// check waits up to 3 s for memory.stat, which lags the counters (its
+	// per-CPU stats are flushed lazily), to agree with the level.
+	check := func(what string) {
+		t.Helper()
+		var got, want int64
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			got, want = level(), int64(dirtyWB(t, l, c))-base
+			d := got - want
+			if d < 0 {
+				d = -d
+			}
+			if uint64(d) <= slack(uint64(max(want, 0))) {
+				t.Logf("%s: level %d, memory.stat dirty+writeback %d since the watch", what, got, want)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: level %d bytes, memory.stat's dirty+writeback moved %d since the watch", what, got, want)
+				return
+			}
+		}
+	}
+	file := filepath.Join(dir, "level")
+	cgrouptest.DirtyFile(t, c, file, 24*mib)
+	check("after 24 MiB written")
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	check("after its fsync")
+	doomed := filepath.Join(dir, "doomed")
+	cgrouptest.DirtyFile(t, c, doomed, 16*mib)
+	check("after 16 MiB more")
+	if err := os.Remove(doomed); err != nil {
+		t.Fatal(err)
+	}
+	check("after that file's deletion")
+
+	// Crossings: up past 8 MiB over the level now, then down below 4 MiB
+	// over it while the written file is synced.
+	now := level()
+	if err := tr.ArmLevel(id, now+8*mib, math.MinInt64); err != nil {
+		t.Fatal(err)
+	}
+	cgrouptest.DirtyFile(t, c, file, 16*mib)
+	if ev := awaitEvent(t, tr, dirtytrack.LevelCrossed, id, wakeBound()+time.Second); ev.DirtyLevel <= now+8*mib {
+		t.Errorf("reported the level at %d, armed to report above %d", ev.DirtyLevel, now+8*mib)
+	}
+	if err := tr.ArmLevel(id, math.MaxInt64, now+4*mib); err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := awaitEvent(t, tr, dirtytrack.LevelCrossed, id, wakeBound()+time.Second); ev.DirtyLevel >= now+4*mib {
+		t.Errorf("reported the level at %d, armed to report below %d", ev.DirtyLevel, now+4*mib)
+	}
+}
+
+// On a kernel that refuses the level programs the tracker still loads,
+// counts no level, and says why.
+func TestNoLevelsSayWhy(t *testing.T) {
+	tr := load(t)
+	if tr.CountsLevels() {
+		t.Skip("this kernel runs the level programs: TestLevelAgreesWithMemoryStat checks them")
+	}
+	if !strings.Contains(tr.NoLevels(), "fentry") {
+		t.Errorf("NoLevels = %q, want the fentry programs named", tr.NoLevels())
+	}
+	c := cgrouptest.New(t, cgrouptest.Layout(t), 0)
+	id := cgroupID(t, c)
+	if err := tr.Watch(id, dirtytrack.Never); err != nil {
+		t.Fatal(err)
+	}
+	n, err := tr.Counts(id)
+	if err != nil || n.HasLevel {
+		t.Errorf("Counts = %+v, %v: want HasLevel false", n, err)
 	}
 }

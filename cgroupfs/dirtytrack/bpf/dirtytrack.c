@@ -66,6 +66,7 @@ enum event_type {
 	EVENT_MKDIR = 2,
 	EVENT_RMDIR = 3,
 	EVENT_DIRTIER = 4,
+	EVENT_LEVEL = 5,
 };
 
 /* Ring-buffer records. Every record starts with type; Go decodes them in
@@ -74,7 +75,7 @@ struct wake_event {
 	u32 type;
 	u32 tid;     /* EVENT_DIRTIER: the thread that began dirtying */
 	u64 id;      /* watched cgroup's id */
-	u64 dirtied; /* its count when the threshold was passed */
+	u64 dirtied; /* its count when the threshold was passed; EVENT_LEVEL: its level */
 	u64 ktime;   /* CLOCK_MONOTONIC, ns */
 };
 
@@ -87,9 +88,18 @@ struct cgroup_event {
 	char path[PATH_LEN]; /* as cgroup_path() gives it, NUL-terminated */
 };
 
+/* A watched cgroup's counters, in an array userspace maps (BPF_F_MMAPABLE)
+ * and reads without a system call. */
 struct count {
 	u64 dirtied; /* bytes dirtied in the subtree since Watch */
 	u64 cancelled; /* bytes of its dirty folios dropped unwritten since Watch */
+	/* level: the change of the subtree's dirty+writeback since Watch, as
+	 * memory.stat counts them: up where a folio is dirtied and where its
+	 * writeback starts, down where it is cleaned for writeback, cleaned
+	 * unwritten and where its writeback ends (the level programs, which
+	 * load where the kernel allows fentry; without them only up). */
+	s64 level;
+	u64 level_fired; /* wake.level_seq of the last EVENT_LEVEL sent */
 	u64 fired;   /* wake.seq of the last wake-up sent */
 	u64 recent;  /* entries written to the recent map since Watch */
 	u64 last_ino; /* the last one's inode, device and generation: a */
@@ -102,6 +112,11 @@ struct wake {
 	u64 seq;   /* bumped by userspace to re-arm */
 	u64 id;    /* the watched cgroup */
 	u64 dirtier_seq; /* != dirtiers.fired: report the next new dirtier */
+	/* Report the level once it rises above level_above or falls below
+	 * level_below, once per level_seq. */
+	s64 level_above;
+	s64 level_below;
+	u64 level_seq;
 };
 
 /* A thread of a watched cgroup that dirtied its pages, and when it last
@@ -183,6 +198,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, u32);
 	__type(value, struct count);
 } counts SEC(".maps");
@@ -400,6 +416,45 @@ static __always_inline void record_recent(struct count *c, struct wake *w, struc
 /* count_slot counts a folio for the watched cgroup in slot s, wakes
  * userspace when its count passes the threshold, and records the inode for
  * it. A global function: verified once. */
+/* level_change adds delta to the level of the watched cgroup of slot c/w
+ * and reports a crossing of its armed bounds, once per arming. It may run
+ * in interrupt context (the end of writeback): it only adds and reserves
+ * a ring record. */
+static __always_inline void level_change(struct count *c, struct wake *w, s64 delta)
+{
+	s64 level = __sync_fetch_and_add(&c->level, delta) + delta;
+	u64 seq = w->level_seq;
+	u64 fired = c->level_fired;
+	if (seq == fired || (level <= w->level_above && level >= w->level_below))
+		return;
+	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(STAT_WAKE_FULL);
+		return;
+	}
+	if (__sync_val_compare_and_swap(&c->level_fired, fired, seq) != fired) {
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
+	ev->type = EVENT_LEVEL;
+	ev->tid = 0;
+	ev->id = w->id;
+	ev->dirtied = level;
+	ev->ktime = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* level_slot changes the level of the watched cgroup in slot s. A global
+ * function: verified once. */
+__noinline int level_slot(u32 s, s64 delta)
+{
+	struct count *c = bpf_map_lookup_elem(&counts, &s);
+	struct wake *w = bpf_map_lookup_elem(&wakes, &s);
+	if (c && w)
+		level_change(c, w, delta);
+	return 0;
+}
+
 __noinline int count_slot(u32 s, struct folio_arg *a)
 {
 	if (!a)
@@ -408,6 +463,7 @@ __noinline int count_slot(u32 s, struct folio_arg *a)
 	struct wake *w = bpf_map_lookup_elem(&wakes, &s);
 	if (!c || !w)
 		return 0;
+	level_change(c, w, a->bytes);
 	u64 total = __sync_fetch_and_add(&c->dirtied, a->bytes) + a->bytes;
 	u64 seq = w->seq;
 	u64 fired = c->fired;
@@ -650,6 +706,100 @@ int BPF_PROG(invalidate_folio, struct folio *folio, size_t offset, size_t length
 			count_cancelled(s - 1, bytes);
 	}
 	return 0;
+}
+
+/* level_folio changes by delta the level of every watched cgroup the
+ * memcg of folio counts for. Folios charged to no memcg count for none,
+ * as in memory.stat. */
+static __always_inline int level_folio(struct folio *folio, s64 delta)
+{
+	struct mem_cgroup *memcg = folio_memcg_of(folio);
+	if (!memcg)
+		return 0;
+	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+	if (!cgrp)
+		return 0;
+	struct memcg_entry *e = memcg_entry_of(memcg, cgroup_id(cgrp));
+	if (!e)
+		return 0;
+	u32 n = e->n;
+	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
+		if (k >= n)
+			break;
+		u32 s = e->slot[k];
+		if (s)
+			level_slot(s - 1, delta);
+	}
+	return 0;
+}
+
+/* folio_counts_dirty reports whether a folio's dirtiness counts in
+ * memory.stat dirty: mapping_can_writeback() of its mapping, as
+ * folio_account_dirtied() and folio_clear_dirty_for_io() test it. An
+ * anonymous folio's mapping has its low bit set (PAGE_MAPPING_ANON). */
+static __always_inline bool folio_counts_dirty(struct folio *folio)
+{
+	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
+	if (!mapping || ((unsigned long)mapping & 1))
+		return false;
+	struct inode *host = BPF_CORE_READ(mapping, host);
+	if (!host)
+		return false;
+	if ((BPF_CORE_READ(host, i_mode) & S_IFMT) == S_IFBLK)
+		return true;
+	struct super_block *sb = BPF_CORE_READ(host, i_sb);
+	if (!sb)
+		return false;
+	struct backing_dev_info *bdi = BPF_CORE_READ(sb, s_bdi);
+	return bdi && (BPF_CORE_READ(bdi, capabilities) & BDI_CAP_WRITEBACK);
+}
+
+/* The level programs (fentry and fexit, refused by kernels that forbid
+ * them: the tracker then counts no level). Each follows one place where
+ * mm/page-writeback.c moves NR_FILE_DIRTY or NR_WRITEBACK. */
+
+/* folio_clear_dirty_for_io(): dirty down by the folio when it was dirty
+ * and its mapping writes back; its writeback, if it starts, counts
+ * apart (start_writeback). A folio redirtied instead comes back through
+ * writeback_dirty_folio. */
+SEC("fexit/folio_clear_dirty_for_io")
+int BPF_PROG(clear_dirty_for_io, struct folio *folio, bool ret)
+{
+	if (!ret || !folio_counts_dirty(folio))
+		return 0;
+	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
+}
+
+/* __folio_start_writeback(): writeback up, unless the folio was under
+ * writeback already (6.1 allows it; 6.18 does not). Any folio, as
+ * NR_WRITEBACK counts swap-out too. */
+SEC("fentry/__folio_start_writeback")
+int BPF_PROG(start_writeback, struct folio *folio, bool keep_write)
+{
+	unsigned long wb = 1UL << bpf_core_enum_value(enum pageflags, PG_writeback);
+	if (folio_flags(folio) & wb)
+		return 0;
+	return level_folio(folio, folio_pages(folio) << PAGE_SHIFT);
+}
+
+/* __folio_end_writeback(), from folio_end_writeback() in mm/filemap.c, in
+ * process or interrupt context: writeback down. */
+SEC("fentry/__folio_end_writeback")
+int BPF_PROG(end_writeback, struct folio *folio)
+{
+	unsigned long wb = 1UL << bpf_core_enum_value(enum pageflags, PG_writeback);
+	if (!(folio_flags(folio) & wb))
+		return 0;
+	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
+}
+
+/* folio_account_cleaned(), called where a dirty folio is cleaned
+ * unwritten (__folio_cancel_dirty(): truncation, invalidation) and its
+ * mapping writes back: dirty down. */
+SEC("fentry/folio_account_cleaned")
+int BPF_PROG(account_cleaned, struct folio *folio)
+{
+	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
 }
 
 /* memory_hierarchy reports whether cgrp is in the hierarchy that hosts the

@@ -43,6 +43,10 @@ enum {
 	BPF_EXIST = 2,
 };
 
+enum {
+	BPF_F_MMAPABLE = 1U << 10,
+};
+
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
@@ -102,6 +106,7 @@ struct folio___nr_pages {
 /* include/linux/page-flags.h */
 enum pageflags {
 	PG_dirty = 4,
+	PG_writeback = 3,
 	PG_head = 16,
 };
 

@@ -144,10 +144,6 @@ type pacer struct {
 	// cap is the longest period, as periodCap last chose it; longest is
 	// the longest period of this step's paces, chosen once per step.
 	cap, longest time.Duration
-	// peak is the highest recent efficiency, decayed as of peakAt
-	// (notePeak).
-	peak   float64
-	peakAt time.Time
 }
 
 // pace decides the CPU bandwidth of the cgroup's dirtying tasks.
@@ -276,11 +272,9 @@ func (c *Controller) leastInForce(in Input, dirty uint64) {
 
 // periodCap is the longest period a pace may have: in.PacePeriodCap, and
 // no longer than the least pace needs. The least pace, MinPaceQuota per
-// period, lets the tasks dirty what they dirty in MinPaceQuota +
-// PaceOverrun (CFS throttles a task only at its next tick past its
-// quota), at the fastest they dirtied of late (burstEfficiency), which a
-// period of leastPaceMargin times that at the write bandwidth keeps to a
-// fraction of what the device cleans; a longer one only stops the
+// period, lets the tasks dirty Efficiency * MinPaceQuota a period, which
+// a period of leastPaceMargin times that at the write bandwidth keeps to
+// a fraction of what the device cleans; a longer one only stops the
 // tasks for longer, and leaves the period timer armed for longer once a
 // shorter period follows (staleTimer). Rounded up to a power of two
 // milliseconds, so that it moves only when the estimates do by a factor.
@@ -294,7 +288,7 @@ func (c *Controller) periodCap(in Input) time.Duration {
 	if bw <= 0 {
 		return limit
 	}
-	need := time.Duration(leastPaceMargin * c.burstEfficiency() * float64(MinPaceQuota+PaceOverrun) / bw)
+	need := time.Duration(leastPaceMargin * c.efficiency() * float64(MinPaceQuota) / bw)
 	// Kept while it is within a factor of four of the need, and while
 	// the least pace is in force, so that the least pace stays one pace
 	// while the estimates wander (the backstop counts from when it came
@@ -422,14 +416,14 @@ const PaceOverrun = 4 * time.Millisecond
 // hold dirties (a task not paced, a dirtier not CPU-bound): the freezer
 // may take over. Where the driver names the dirtying threads
 // (Input.UnpacedKnown), a thread it does not pace is that something.
-// Elsewhere it is dirtying past what the least pace lets its tasks dirty:
-// at the efficiency measured before,
-// twice the CPU time they used since, where the driver reads it (a paced
-// task dirties as fast as before, or somewhat faster once its pages are
-// cached), and PaceOverrun more; else a quota and an overrun for each
-// grant of a quota since: the write of the least pace, each refill
-// (Decision.PaceRefill) and each period's. The cgroup's dirtied bytes
-// tell it where the driver counts them, its level otherwise.
+// Elsewhere it is dirtying past what the least pace lets its tasks dirty,
+// at the efficiency measured before: twice the CPU time they used since,
+// where the driver reads it (a paced task dirties as fast as before, or
+// somewhat faster once its pages are cached), and PaceOverrun more; else
+// a quota and an overrun for each grant of a quota since: the write of
+// the least pace, each refill (Decision.PaceRefill) and each period's.
+// The cgroup's dirtied bytes tell it where the driver counts them, its
+// level otherwise.
 func (p *pacer) escaped(in Input, dirty uint64) bool {
 	since := in.Now.Sub(p.least)
 	if !p.rising || p.least.IsZero() || since < PaceInterval {
@@ -499,38 +493,9 @@ func (c *Controller) measureEfficiency(in Input) {
 			w := min(float64(in.Now.Sub(p.lastAt))/float64(efficiencyWindow), 1)
 			p.efficiency = min(max(e*w+p.efficiency*(1-w), p.efficiency/2), p.efficiency*2)
 		}
-		p.notePeak(in.Now, e, cpu)
 	}
 	p.mark(in, true)
 }
-
-// notePeak folds a window's efficiency e, measured over cpu, into the
-// peak: the highest recent one, decaying by half every peakHalfLife.
-// The average hides a task's bursts (a writer that must reclaim as it
-// dirties, then one that need not, dirties several times faster per
-// CPU-second), and a burst is what the least pace lets through
-// (periodCap). Windows shorter than a quota are too coarse to tell, and
-// the peak is held within peakSpread of the average.
-func (p *pacer) notePeak(now time.Time, e float64, cpu time.Duration) {
-	if !p.peakAt.IsZero() && now.After(p.peakAt) {
-		p.peak *= math.Exp2(-float64(now.Sub(p.peakAt)) / float64(peakHalfLife))
-	}
-	p.peakAt = now
-	if cpu >= MinPaceQuota {
-		p.peak = max(p.peak, e)
-	}
-	p.peak = min(p.peak, peakSpread*p.efficiency)
-}
-
-// peakHalfLife and peakSpread bound the peak efficiency (notePeak).
-const (
-	peakHalfLife = time.Second
-	peakSpread   = 8
-)
-
-// burstEfficiency is what the paced tasks dirty per CPU-second at their
-// fastest of late: the peak, or the efficiency where it is higher.
-func (c *Controller) burstEfficiency() float64 { return max(c.pacer.peak, c.efficiency()) }
 
 // mark begins a measurement window at in.
 func (p *pacer) mark(in Input, measured bool) {

@@ -93,3 +93,56 @@ func writeBytes(t *testing.T, pid int) uint64 {
 	t.Fatalf("/proc/%d/io has no write_bytes", pid)
 	return 0
 }
+
+// An episode counts as unpaced a thread that dirties the cgroup's pages
+// and that it cannot pace: here one whose cpu cgroup lies outside
+// manage.under. The thread it paces is not counted.
+func TestFSCountsADirtierItCannotPaceAsUnpaced(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	if os.Getenv("MEMCGD_VM") == "1" || l.CPU == nil {
+		t.Skip("the pacer runs on the host's cgroup v1 cpu controller (act.paceable says why)")
+	}
+	tr := cgrouptest.LoadTracker(t)
+	c := cgrouptest.New(t, l, 2<<30)
+	inner := c.Child(t, "inner")
+	dir := cgrouptest.DiskDir(t)
+	// manage.under is c/inner: a thread whose cpu cgroup is c/inner may
+	// be paced, one whose cpu cgroup is c may not.
+	fs := cgrouptest.FS(t, l, inner.Path, cgrouptest.Journal(t, l), tr)
+	ctx := t.Context()
+	if _, err := fs.DirtyCounts(ctx, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	paceable := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "paceable"), "bs=1M", "count=100000")
+	if err := os.WriteFile(filepath.Join(l.CPU.Dir(inner.Path), "tasks"), []byte(strconv.Itoa(paceable.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	awaitWrites(t, paceable.Process.Pid)
+	e, err := fs.Pace(ctx, c.Path, time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	pe, ok := e.(host.PacedEscapes)
+	if !ok {
+		t.Fatalf("%T is no host.PacedEscapes", e)
+	}
+	if n, ok := pe.Unpaced(); !ok || n != 0 {
+		t.Errorf("with its one writer paced: Unpaced = %d, %v; want 0, true", n, ok)
+	}
+	escaping := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "escaping"), "bs=1M", "count=100000")
+	awaitWrites(t, escaping.Process.Pid)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, ok := pe.Unpaced()
+		if ok && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a second writer, whose cpu cgroup is outside manage.under: Unpaced = %d, %v; want 1, true", n, ok)
+		}
+	}
+	group := filepath.Join(l.CPU.Dir(inner.Path), journal.PaceGroupName, journal.FileTasksV1)
+	if tids, err := journal.ReadTIDs(group); err != nil || !slices.Equal(tids, []int{paceable.Process.Pid}) {
+		t.Errorf("the pace group holds %v (%v): want the paceable writer %d alone", tids, err, paceable.Process.Pid)
+	}
+}

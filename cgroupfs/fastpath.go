@@ -339,7 +339,7 @@ func (f *fastPath) setNotify(fn func(host.CgroupEvent)) {
 // wake-up and a cgroup event may be handled at once.
 func (f *fastPath) handle(ev dirtytrack.Event) {
 	switch ev.Kind {
-	case dirtytrack.Wake:
+	case dirtytrack.Wake, dirtytrack.LevelCrossed:
 		// The sink takes the Watcher's mu, which its loop holds through
 		// a pass of the usage poll: not under f.mu, which Dirtied needs.
 		f.mu.Lock()
@@ -355,16 +355,8 @@ func (f *fastPath) handle(ev dirtytrack.Event) {
 			// the ring buffer (read), then into the queue (sink), on
 			// the same goroutine (Tracker.Handle).
 			now := dirtytrack.MonotonicNow()
-			f.log.Debug("tracker wake", "cgroup", cg, "dirtied", ev.Dirtied, "lag", now-ev.Time,
-				"read", ev.Read-ev.Time, "sink", now-ev.Read)
-		}
-	case dirtytrack.LevelCrossed:
-		f.mu.Lock()
-		cg, ok := f.cgs[ev.ID]
-		wake := f.wake
-		f.mu.Unlock()
-		if ok && wake != nil {
-			wake(cg)
+			f.log.Debug("tracker wake", "cgroup", cg, "kind", ev.Kind, "dirtied", ev.Dirtied, "level", ev.DirtyLevel,
+				"lag", now-ev.Time, "read", ev.Read-ev.Time, "sink", now-ev.Read)
 		}
 	case dirtytrack.NewDirtier:
 		f.mu.Lock()

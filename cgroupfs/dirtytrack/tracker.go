@@ -149,6 +149,7 @@ type Tracker struct {
 	cgroupEvents bool
 	cancels      bool
 	levels       bool
+	levelsOff    string // why levels is false
 	// view is the counts array mapped, or empty where it could not be
 	// (the counters are then looked up).
 	view     countsView
@@ -159,15 +160,14 @@ type Tracker struct {
 	// wakes are the wake-ups armed per slot, as last written to the
 	// wakes map: a write replaces a slot's whole entry, so arming the
 	// dirtied threshold keeps the dirtier report's arming and back.
-	wakes     map[uint32]dirtytrackWake
-	free      []uint32 // free slots, reused oldest-freed first
-	seq       uint64   // last wake.seq handed out
-	gen       uint32   // config.gen
-	gone      map[uint64]bool
-	mounts    map[uint64]string // superblock dev -> a mount point of it, for OpenInode
-	closed    bool
-	closeMu   sync.Once
-	levelsOff string // why levels is false
+	wakes   map[uint32]dirtytrackWake
+	free    []uint32 // free slots, reused oldest-freed first
+	seq     uint64   // last wake.seq handed out
+	gen     uint32   // config.gen
+	gone    map[uint64]bool
+	mounts  map[uint64]string // superblock dev -> a mount point of it, for OpenInode
+	closed  bool
+	closeMu sync.Once
 
 	// scanMu guards the buffers Inodes reads the inode map into, kept
 	// between calls: a write-out calls it, hundreds of times a second for
@@ -222,18 +222,9 @@ func Load(opts Options) (*Tracker, error) {
 	// kernel refusing them loses only what they give: mkdir/rmdir events,
 	// and the count of dirty folios truncated (ext4's tracepoint, in a
 	// module on many kernels).
-	cgroupProgs := map[string]*ebpf.ProgramSpec{}
-	for _, name := range []string{"cgroup_mkdir", "cgroup_rmdir"} {
-		cgroupProgs[name] = spec.Programs[name]
-		delete(spec.Programs, name)
-	}
-	cancelProgs := map[string]*ebpf.ProgramSpec{"invalidate_folio": spec.Programs["invalidate_folio"]}
-	delete(spec.Programs, "invalidate_folio")
-	levelProgs := map[string]*ebpf.ProgramSpec{}
-	for _, name := range []string{"clear_dirty_for_io", "start_writeback", "end_writeback", "account_cleaned"} {
-		levelProgs[name] = spec.Programs[name]
-		delete(spec.Programs, name)
-	}
+	cgroupProgs := takePrograms(spec, "cgroup_mkdir", "cgroup_rmdir")
+	cancelProgs := takePrograms(spec, "invalidate_folio")
+	levelProgs := takePrograms(spec, "clear_dirty_for_io", "start_writeback", "end_writeback", "account_cleaned")
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError("load the eBPF program", err)
 	}
@@ -280,6 +271,16 @@ func Load(opts Options) (*Tracker, error) {
 		go t.readEvents(r)
 	}
 	return t, nil
+}
+
+// takePrograms removes the programs named from spec and returns them.
+func takePrograms(spec *ebpf.CollectionSpec, names ...string) map[string]*ebpf.ProgramSpec {
+	progs := map[string]*ebpf.ProgramSpec{}
+	for _, name := range names {
+		progs[name] = spec.Programs[name]
+		delete(spec.Programs, name)
+	}
+	return progs
 }
 
 // attachPrograms loads progs on the maps already created and attaches

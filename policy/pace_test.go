@@ -95,7 +95,6 @@ func TestThePacedThrottle(t *testing.T) {
 	}
 }
 
-
 // Where the driver names the dirtying threads, the backstop freezes for a
 // thread it does not pace, and not for a paced task's burst, however far
 // past the backstop: its resolution, which a freeze would buy with the

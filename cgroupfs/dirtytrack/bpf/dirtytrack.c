@@ -444,14 +444,24 @@ static __always_inline void level_change(struct count *c, struct wake *w, s64 de
 	bpf_ringbuf_submit(ev, 0);
 }
 
-/* level_slot changes the level of the watched cgroup in slot s. A global
- * function: verified once. */
-__noinline int level_slot(u32 s, s64 delta)
+/* What folio_slots does to each watched cgroup a folio counts for. */
+enum slot_op {
+	OP_LEVEL = 1,  /* change its level by delta */
+	OP_CANCEL = 2, /* count delta bytes of a dirty folio dropped unwritten */
+};
+
+/* change_slot does op to the watched cgroup in slot s. A global function:
+ * verified once. */
+__noinline int change_slot(u32 s, u32 op, s64 delta)
 {
 	struct count *c = bpf_map_lookup_elem(&counts, &s);
 	struct wake *w = bpf_map_lookup_elem(&wakes, &s);
-	if (c && w)
+	if (!c || !w)
+		return 0;
+	if (op == OP_LEVEL)
 		level_change(c, w, delta);
+	else
+		__sync_fetch_and_add(&c->cancelled, delta);
 	return 0;
 }
 
@@ -651,88 +661,6 @@ int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 	return 0;
 }
 
-/* count_cancelled counts bytes of a dirty folio dropped unwritten for the
- * watched cgroup in slot s. A global function: verified once. */
-__noinline int count_cancelled(u32 s, u64 bytes)
-{
-	struct count *c = bpf_map_lookup_elem(&counts, &s);
-	if (c)
-		__sync_fetch_and_add(&c->cancelled, bytes);
-	return 0;
-}
-
-/* invalidate_folio fires from ext4_invalidate_folio() (fs/ext4/inode.c)
- * before the folio's dirty bit is cancelled: truncate_cleanup_folio() in
- * mm/truncate.c invalidates a truncated folio, then folio_cancel_dirty()
- * takes it out of memory.stat dirty unwritten (folio_account_cleaned() in
- * mm/page-writeback.c). Counting those lets userspace tell such a fall of
- * dirty+writeback (a deleted or truncated file) from written pages. Only
- * a whole folio counts: a partial invalidation keeps it dirty. xfs's
- * iomap_invalidate_folio tracepoint carries no folio: not counted. */
-SEC("tp_btf/ext4_invalidate_folio")
-int BPF_PROG(invalidate_folio, struct folio *folio, size_t offset, size_t length)
-{
-	unsigned long dirty = 1UL << bpf_core_enum_value(enum pageflags, PG_dirty);
-	if (offset != 0 || !(folio_flags(folio) & dirty))
-		return 0;
-	u64 bytes = folio_pages(folio) << PAGE_SHIFT;
-	if (length < bytes)
-		return 0;
-	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
-	struct inode *host = BPF_CORE_READ(mapping, host);
-	if (!host)
-		return 0;
-	struct super_block *sb = BPF_CORE_READ(host, i_sb);
-	if (!sb)
-		return 0;
-	struct backing_dev_info *bdi = BPF_CORE_READ(sb, s_bdi);
-	if (!bdi || !(BPF_CORE_READ(bdi, capabilities) & BDI_CAP_WRITEBACK))
-		return 0;
-	struct mem_cgroup *memcg = folio_memcg_of(folio);
-	if (!memcg)
-		return 0;
-	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
-	if (!cgrp)
-		return 0;
-	struct memcg_entry *e = memcg_entry_of(memcg, cgroup_id(cgrp));
-	if (!e)
-		return 0;
-	u32 n = e->n;
-	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
-		if (k >= n)
-			break;
-		u32 s = e->slot[k];
-		if (s)
-			count_cancelled(s - 1, bytes);
-	}
-	return 0;
-}
-
-/* level_folio changes by delta the level of every watched cgroup the
- * memcg of folio counts for. Folios charged to no memcg count for none,
- * as in memory.stat. */
-static __always_inline int level_folio(struct folio *folio, s64 delta)
-{
-	struct mem_cgroup *memcg = folio_memcg_of(folio);
-	if (!memcg)
-		return 0;
-	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
-	if (!cgrp)
-		return 0;
-	struct memcg_entry *e = memcg_entry_of(memcg, cgroup_id(cgrp));
-	if (!e)
-		return 0;
-	u32 n = e->n;
-	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
-		if (k >= n)
-			break;
-		u32 s = e->slot[k];
-		if (s)
-			level_slot(s - 1, delta);
-	}
-	return 0;
-}
-
 /* folio_counts_dirty reports whether a folio's dirtiness counts in
  * memory.stat dirty: mapping_can_writeback() of its mapping, as
  * folio_account_dirtied() and folio_clear_dirty_for_io() test it. An
@@ -754,6 +682,52 @@ static __always_inline bool folio_counts_dirty(struct folio *folio)
 	return bdi && (BPF_CORE_READ(bdi, capabilities) & BDI_CAP_WRITEBACK);
 }
 
+/* folio_slots does op with delta to every watched cgroup the memcg of
+ * folio counts for. Folios charged to no memcg count for none, as in
+ * memory.stat. */
+static __always_inline int folio_slots(struct folio *folio, u32 op, s64 delta)
+{
+	struct mem_cgroup *memcg = folio_memcg_of(folio);
+	if (!memcg)
+		return 0;
+	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+	if (!cgrp)
+		return 0;
+	struct memcg_entry *e = memcg_entry_of(memcg, cgroup_id(cgrp));
+	if (!e)
+		return 0;
+	u32 n = e->n;
+	for (u32 k = 0; k < MAX_WATCHED_ANC; k++) {
+		if (k >= n)
+			break;
+		u32 s = e->slot[k];
+		if (s)
+			change_slot(s - 1, op, delta);
+	}
+	return 0;
+}
+
+/* invalidate_folio fires from ext4_invalidate_folio() (fs/ext4/inode.c)
+ * before the folio's dirty bit is cancelled: truncate_cleanup_folio() in
+ * mm/truncate.c invalidates a truncated folio, then folio_cancel_dirty()
+ * takes it out of memory.stat dirty unwritten (folio_account_cleaned() in
+ * mm/page-writeback.c). Counting those lets userspace tell such a fall of
+ * dirty+writeback (a deleted or truncated file) from written pages. Only
+ * a whole folio counts: a partial invalidation keeps it dirty. xfs's
+ * iomap_invalidate_folio tracepoint carries no folio: not counted. */
+SEC("tp_btf/ext4_invalidate_folio")
+int BPF_PROG(invalidate_folio, struct folio *folio, size_t offset, size_t length)
+{
+	unsigned long dirty = 1UL << bpf_core_enum_value(enum pageflags, PG_dirty);
+	if (offset != 0 || !(folio_flags(folio) & dirty))
+		return 0;
+	u64 bytes = folio_pages(folio) << PAGE_SHIFT;
+	if (length < bytes || !folio_counts_dirty(folio))
+		return 0;
+	return folio_slots(folio, OP_CANCEL, bytes);
+}
+
+
 /* The level programs (fentry and fexit, refused by kernels that forbid
  * them: the tracker then counts no level). Each follows one place where
  * mm/page-writeback.c moves NR_FILE_DIRTY or NR_WRITEBACK. */
@@ -767,7 +741,7 @@ int BPF_PROG(clear_dirty_for_io, struct folio *folio, bool ret)
 {
 	if (!ret || !folio_counts_dirty(folio))
 		return 0;
-	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
+	return folio_slots(folio, OP_LEVEL, -(s64)(folio_pages(folio) << PAGE_SHIFT));
 }
 
 /* __folio_start_writeback(): writeback up, unless the folio was under
@@ -779,7 +753,7 @@ int BPF_PROG(start_writeback, struct folio *folio, bool keep_write)
 	unsigned long wb = 1UL << bpf_core_enum_value(enum pageflags, PG_writeback);
 	if (folio_flags(folio) & wb)
 		return 0;
-	return level_folio(folio, folio_pages(folio) << PAGE_SHIFT);
+	return folio_slots(folio, OP_LEVEL, folio_pages(folio) << PAGE_SHIFT);
 }
 
 /* __folio_end_writeback(), from folio_end_writeback() in mm/filemap.c, in
@@ -790,7 +764,7 @@ int BPF_PROG(end_writeback, struct folio *folio)
 	unsigned long wb = 1UL << bpf_core_enum_value(enum pageflags, PG_writeback);
 	if (!(folio_flags(folio) & wb))
 		return 0;
-	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
+	return folio_slots(folio, OP_LEVEL, -(s64)(folio_pages(folio) << PAGE_SHIFT));
 }
 
 /* folio_account_cleaned(), called where a dirty folio is cleaned
@@ -799,7 +773,7 @@ int BPF_PROG(end_writeback, struct folio *folio)
 SEC("fentry/folio_account_cleaned")
 int BPF_PROG(account_cleaned, struct folio *folio)
 {
-	return level_folio(folio, -(s64)(folio_pages(folio) << PAGE_SHIFT));
+	return folio_slots(folio, OP_LEVEL, -(s64)(folio_pages(folio) << PAGE_SHIFT));
 }
 
 /* memory_hierarchy reports whether cgrp is in the hierarchy that hosts the

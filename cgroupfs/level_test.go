@@ -63,14 +63,7 @@ func TestTrackedWatcherReportsLevelCrossings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{file, file + "2", file + "3"} {
-		g, err := os.OpenFile(f, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		g.Close()
+		cgrouptest.SyncFile(t, f)
 	}
 	if _, ok := awaitWake(w.Events(), c.Path, wakeBound); !ok {
 		t.Fatalf("not reported within %v of its files' fsync, armed below half of %d", wakeBound, now)

@@ -220,6 +220,20 @@ func DirtyFile(t testing.TB, c *Cgroup, path string, size int64) {
 
 func blocks(size int64) int64 { return (size + blockSize - 1) / blockSize }
 
+// SyncFile writes the file at path back and waits for it (fsync(2)): its
+// dirty pages are cleaned, and stay cached and charged where they were.
+func SyncFile(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync %s: %v", path, err)
+	}
+}
+
 // writerScript truncates the file $0 on fd 5, writes $1 blocks to it, says
 // so on fd 4 and sleeps with fd 5 still open for writing.
 // Its block size is blockSize.

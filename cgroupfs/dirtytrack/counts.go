@@ -116,10 +116,9 @@ func (t *Tracker) ArmLevel(id uint64, above, below int64) error {
 	if !ok {
 		return fmt.Errorf("dirtytrack: arm the level report of cgroup %d: %w", id, ErrNotWatched)
 	}
-	t.seq++
-	w := t.wakes[slot]
-	w.LevelAbove, w.LevelBelow, w.LevelSeq = above, below, t.seq
-	if err := t.putWake(slot, w); err != nil {
+	if err := t.rearm(slot, func(w *dirtytrackWake, seq uint64) {
+		w.LevelAbove, w.LevelBelow, w.LevelSeq = above, below, seq
+	}); err != nil {
 		return fmt.Errorf("dirtytrack: arm the level report of cgroup %d: %w", id, err)
 	}
 	return nil

@@ -72,10 +72,7 @@ func (t *Tracker) ArmDirtier(id uint64) error {
 	if !ok {
 		return fmt.Errorf("dirtytrack: arm the dirtier report of cgroup %d: %w", id, ErrNotWatched)
 	}
-	t.seq++
-	w := t.wakes[slot]
-	w.DirtierSeq = t.seq
-	if err := t.putWake(slot, w); err != nil {
+	if err := t.rearm(slot, func(w *dirtytrackWake, seq uint64) { w.DirtierSeq = seq }); err != nil {
 		return fmt.Errorf("dirtytrack: arm the dirtier report of cgroup %d: %w", id, err)
 	}
 	return nil

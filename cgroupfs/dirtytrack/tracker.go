@@ -249,7 +249,13 @@ func Load(opts Options) (*Tracker, error) {
 		t.cancels = true
 	}
 	if err := t.attachPrograms(spec, levelProgs); err != nil {
-		t.levelsOff = fmt.Sprintf("the level programs (fentry and fexit) did not load or attach: %v", err)
+		why := ""
+		if errors.Is(err, os.ErrPermission) {
+			// The folio program loaded with the same privileges: the
+			// kernel forbids these program types, not the process.
+			why = " (the kernel refuses fentry programs though it loaded the tracepoint ones: a locked-down kernel, or one built without trampolines; cilium/ebpf's MEMLOCK wording is misleading)"
+		}
+		t.levelsOff = fmt.Sprintf("the level programs (fentry and fexit) did not load or attach: %v%s", err, why)
 		opts.Logger.Info("dirty tracker: no dirty+writeback level counts; memory.stat is read for them", "err", err)
 	} else {
 		t.levels = true
@@ -378,16 +384,14 @@ func (t *Tracker) Watch(id, wakeAbove uint64) error {
 	if t.closed {
 		return errors.New("dirtytrack: watch: tracker closed")
 	}
-	t.seq++
 	slot, ok := t.slots[id]
 	if ok {
-		w := t.wakes[slot]
-		w.Above, w.Seq = wakeAbove, t.seq
-		if err := t.putWake(slot, w); err != nil {
+		if err := t.rearm(slot, func(w *dirtytrackWake, seq uint64) { w.Above, w.Seq = wakeAbove, seq }); err != nil {
 			return fmt.Errorf("dirtytrack: watch cgroup %d: set wake-up: %w", id, err)
 		}
 		return nil
 	}
+	t.seq++
 	if len(t.free) == 0 {
 		return fmt.Errorf("dirtytrack: watch cgroup %d: %w (%d)", id, ErrTooManyWatched, t.opts.MaxWatched)
 	}
@@ -461,6 +465,15 @@ func (t *Tracker) unwatch(id uint64) error {
 		return fmt.Errorf("dirtytrack: unwatch cgroup %d: %w", id, err)
 	}
 	return nil
+}
+
+// rearm changes slot's wake-up entry by set, which arms what it changes
+// with a new sequence number, and writes it. t.mu is held.
+func (t *Tracker) rearm(slot uint32, set func(w *dirtytrackWake, seq uint64)) error {
+	t.seq++
+	w := t.wakes[slot]
+	set(&w, t.seq)
+	return t.putWake(slot, w)
 }
 
 // putWake writes slot's wake-up entry. t.mu is held.

@@ -637,14 +637,7 @@ func TestCountsOwnerNotWriter(t *testing.T) {
 	file := filepath.Join(dir, "shared")
 	cgrouptest.DirtyFile(t, owner, file, 8*mib)
 	// Clean the pages; they stay cached and charged to owner.
-	f, err := os.OpenFile(file, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	cgrouptest.SyncFile(t, file)
 	ownerBefore := dirtied(t, tr, oid)
 	writerBefore := dirtied(t, tr, wid)
 	cgrouptest.DirtyFile(t, writer, file, 8*mib) // overwrites in place
@@ -1052,14 +1045,7 @@ func TestLevelAgreesWithMemoryStat(t *testing.T) {
 	file := filepath.Join(dir, "level")
 	cgrouptest.DirtyFile(t, c, file, 24*mib)
 	check("after 24 MiB written")
-	f, err := os.OpenFile(file, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	cgrouptest.SyncFile(t, file)
 	check("after its fsync")
 	doomed := filepath.Join(dir, "doomed")
 	cgrouptest.DirtyFile(t, c, doomed, 16*mib)
@@ -1082,14 +1068,7 @@ func TestLevelAgreesWithMemoryStat(t *testing.T) {
 	if err := tr.ArmLevel(id, math.MaxInt64, now+4*mib); err != nil {
 		t.Fatal(err)
 	}
-	f, err = os.OpenFile(file, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	cgrouptest.SyncFile(t, file)
 	if ev := awaitEvent(t, tr, dirtytrack.LevelCrossed, id, wakeBound()+time.Second); ev.DirtyLevel >= now+4*mib {
 		t.Errorf("reported the level at %d, armed to report below %d", ev.DirtyLevel, now+4*mib)
 	}

@@ -337,10 +337,11 @@ static __always_inline void record_inode(u64 cgroup, u64 ino, u32 dev, u32 gener
 	bpf_map_update_elem(&inodes, &k, &v, BPF_ANY);
 }
 
-/* wake sends the wake-up of slot c/w at count total, unless another CPU
- * sent it first. The record is reserved before the arming is consumed: if
+/* report sends one record of type for the watched cgroup id, consuming
+ * the arming seq, unless another CPU consumed it first (*firedp is no
+ * longer fired). The record is reserved before the arming is consumed: if
  * the ring is full, the arming stays and the next folio tries again. */
-static __always_inline void wake(struct count *c, struct wake *w, u64 seq, u64 fired, u64 total)
+static __always_inline void report(u64 *firedp, u64 fired, u64 seq, u32 type, u32 tid, u64 id, u64 value)
 {
 	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
 
@@ -348,14 +349,14 @@ static __always_inline void wake(struct count *c, struct wake *w, u64 seq, u64 f
 		stat_inc(STAT_WAKE_FULL);
 		return;
 	}
-	if (__sync_val_compare_and_swap(&c->fired, fired, seq) != fired) {
+	if (__sync_val_compare_and_swap(firedp, fired, seq) != fired) {
 		bpf_ringbuf_discard(ev, 0);
 		return;
 	}
-	ev->type = EVENT_WAKE;
-	ev->tid = 0;
-	ev->id = w->id;
-	ev->dirtied = total;
+	ev->type = type;
+	ev->tid = tid;
+	ev->id = id;
+	ev->dirtied = value;
 	ev->ktime = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(ev, 0);
 }
@@ -425,23 +426,8 @@ static __always_inline void level_change(struct count *c, struct wake *w, s64 de
 	s64 level = __sync_fetch_and_add(&c->level, delta) + delta;
 	u64 seq = w->level_seq;
 	u64 fired = c->level_fired;
-	if (seq == fired || (level <= w->level_above && level >= w->level_below))
-		return;
-	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
-	if (!ev) {
-		stat_inc(STAT_WAKE_FULL);
-		return;
-	}
-	if (__sync_val_compare_and_swap(&c->level_fired, fired, seq) != fired) {
-		bpf_ringbuf_discard(ev, 0);
-		return;
-	}
-	ev->type = EVENT_LEVEL;
-	ev->tid = 0;
-	ev->id = w->id;
-	ev->dirtied = level;
-	ev->ktime = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
+	if (seq != fired && (level > w->level_above || level < w->level_below))
+		report(&c->level_fired, fired, seq, EVENT_LEVEL, 0, w->id, level);
 }
 
 /* What folio_slots does to each watched cgroup a folio counts for. */
@@ -478,7 +464,7 @@ __noinline int count_slot(u32 s, struct folio_arg *a)
 	u64 seq = w->seq;
 	u64 fired = c->fired;
 	if (total > w->above && fired != seq)
-		wake(c, w, seq, fired, total);
+		report(&c->fired, fired, seq, EVENT_WAKE, 0, w->id, total);
 	if (!a->record)
 		return 0;
 	if (w->id != a->id)
@@ -512,23 +498,8 @@ __noinline int note_dirtier(u32 s, u32 tid)
 	e->tid = tid;
 	u64 seq = w->dirtier_seq;
 	u64 fired = d->fired;
-	if (seq == fired)
-		return 0;
-	struct wake_event *ev = bpf_ringbuf_reserve(&wakeups, sizeof(*ev), 0);
-	if (!ev) {
-		stat_inc(STAT_WAKE_FULL);
-		return 0;
-	}
-	if (__sync_val_compare_and_swap(&d->fired, fired, seq) != fired) {
-		bpf_ringbuf_discard(ev, 0);
-		return 0;
-	}
-	ev->type = EVENT_DIRTIER;
-	ev->tid = tid;
-	ev->id = w->id;
-	ev->dirtied = 0;
-	ev->ktime = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
+	if (seq != fired)
+		report(&d->fired, fired, seq, EVENT_DIRTIER, tid, w->id, 0);
 	return 0;
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/watch"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
@@ -18,7 +19,7 @@ import (
 // by an observation. Nothing is reported while the level stays within.
 func TestTrackedWatcherReportsLevelCrossings(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := cgrouptest.LoadTracker(t)
+	tr := cgrouptest.LoadTrackerOptions(t, dirtytrack.Options{Levels: true})
 	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	if !fs.DirtyPath().Levels {
 		if os.Getenv("MEMCGD_VM") == "1" {

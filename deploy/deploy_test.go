@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 )
 
 // unitPath is the unit under test; MEMCGD_UNIT points the test at another
@@ -225,7 +226,7 @@ func TestDaemonRunsUnderTheUnitsCapabilities(t *testing.T) {
 	// A kernel that refuses the tracker's fentry programs to root too (a
 	// locked-down one) refuses them to the unit: the daemon's line that
 	// it counts no levels, with the kernel's EPERM, is expected then.
-	tr := cgrouptest.LoadTracker(t)
+	tr := cgrouptest.LoadTrackerOptions(t, dirtytrack.Options{Levels: true})
 	levelsRefused := !tr.CountsLevels()
 	tr.Close()
 	if levelsRefused {

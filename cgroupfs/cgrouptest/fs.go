@@ -19,7 +19,14 @@ import (
 // cleanup.
 func LoadTracker(t testing.TB) *dirtytrack.Tracker {
 	t.Helper()
-	tr, err := dirtytrack.Load(dirtytrack.Options{})
+	return LoadTrackerOptions(t, dirtytrack.Options{})
+}
+
+// LoadTrackerOptions is LoadTracker with opts (Levels: the level
+// programs, where the kernel allows them).
+func LoadTrackerOptions(t testing.TB, opts dirtytrack.Options) *dirtytrack.Tracker {
+	t.Helper()
+	tr, err := dirtytrack.Load(opts)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("load the dirty tracker: %v", err)

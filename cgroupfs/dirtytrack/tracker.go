@@ -75,6 +75,11 @@ type Options struct {
 	EventBuffer int
 	// Logger receives the tracker's own messages (default slog.Default).
 	Logger *slog.Logger
+	// Levels asks for the level programs (Counts.Level, ArmLevel): four
+	// fentry and fexit programs on the life of every dirty folio, whose
+	// trampolines a kernel attaches and detaches slowly. Only a daemon
+	// that paces uses them; a kernel that refuses them loses only them.
+	Levels bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -248,7 +253,9 @@ func Load(opts Options) (*Tracker, error) {
 	} else {
 		t.cancels = true
 	}
-	if err := t.attachPrograms(spec, levelProgs); err != nil {
+	if !opts.Levels {
+		t.levelsOff = "not asked for (Options.Levels)"
+	} else if err := t.attachPrograms(spec, levelProgs); err != nil {
 		why := ""
 		if errors.Is(err, os.ErrPermission) {
 			// The folio program loaded with the same privileges: the

@@ -33,7 +33,13 @@ const (
 // project tests on must run it).
 func load(t *testing.T) *dirtytrack.Tracker {
 	t.Helper()
-	tr, err := dirtytrack.Load(dirtytrack.Options{})
+	return loadOptions(t, dirtytrack.Options{})
+}
+
+// loadOptions is load with opts.
+func loadOptions(t *testing.T, opts dirtytrack.Options) *dirtytrack.Tracker {
+	t.Helper()
+	tr, err := dirtytrack.Load(opts)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("load: %v", err)
@@ -996,7 +1002,7 @@ func TestCancelledCountsADeletedDirtyFile(t *testing.T) {
 // refuses them, TestNoLevelsSayWhy runs instead.
 func TestLevelAgreesWithMemoryStat(t *testing.T) {
 	l := cgrouptest.Layout(t)
-	tr := load(t)
+	tr := loadOptions(t, dirtytrack.Options{Levels: true})
 	if !tr.CountsLevels() {
 		if os.Getenv("MEMCGD_VM") == "1" {
 			t.Fatalf("no level programs in the test VM: %s", tr.NoLevels())
@@ -1074,10 +1080,14 @@ func TestLevelAgreesWithMemoryStat(t *testing.T) {
 	}
 }
 
-// On a kernel that refuses the level programs the tracker still loads,
-// counts no level, and says why.
+// Not asked for, the level programs are not loaded, and the tracker says
+// so. On a kernel that refuses them the tracker still loads, counts no
+// level, and says why.
 func TestNoLevelsSayWhy(t *testing.T) {
-	tr := load(t)
+	if tr := load(t); tr.CountsLevels() || !strings.Contains(tr.NoLevels(), "not asked") {
+		t.Errorf("without Options.Levels: CountsLevels %v, NoLevels %q; want false, not asked for", tr.CountsLevels(), tr.NoLevels())
+	}
+	tr := loadOptions(t, dirtytrack.Options{Levels: true})
 	if tr.CountsLevels() {
 		t.Skip("this kernel runs the level programs: TestLevelAgreesWithMemoryStat checks them")
 	}

@@ -192,8 +192,9 @@ const (
 // loadTracker loads the eBPF dirty tracker as --dirty-tracker asks. With
 // auto, a tracker that cannot load (no BTF, an old kernel, lockdown,
 // missing CAP_BPF or CAP_PERFMON) leaves the daemon on the polling path:
-// it returns nil and why.
-func loadTracker(mode string, log *slog.Logger) (*dirtytrack.Tracker, string, error) {
+// it returns nil and why. levels asks for the level programs, which only
+// a pacing daemon uses (policy.Input.LevelWakes).
+func loadTracker(mode string, levels bool, log *slog.Logger) (*dirtytrack.Tracker, string, error) {
 	switch mode {
 	case trackerOff:
 		return nil, "disabled by --dirty-tracker=off", nil
@@ -201,7 +202,7 @@ func loadTracker(mode string, log *slog.Logger) (*dirtytrack.Tracker, string, er
 	default:
 		return nil, "", fmt.Errorf("--dirty-tracker: invalid value %q: allowed auto, on or off", mode)
 	}
-	tr, err := dirtytrack.Load(dirtytrack.Options{Logger: log})
+	tr, err := dirtytrack.Load(dirtytrack.Options{Logger: log, Levels: levels})
 	switch {
 	case err == nil:
 		return tr, "", nil
@@ -272,7 +273,15 @@ func run(ctx context.Context, f *runFlags) error {
 	for _, cg := range ov.Stale() {
 		log.Warn("dropped the overrides of a cgroup removed or created again since they were set", "cgroup", cg)
 	}
-	tr, noTracker, err := loadTracker(f.dirtyTracker, log)
+	release, err := kernelRelease()
+	if err != nil {
+		return err
+	}
+	pace, periodCap, note := pacing(f.pace, release)
+	if note != "" {
+		log.Info("pacing off", "reason", note)
+	}
+	tr, noTracker, err := loadTracker(f.dirtyTracker, pace, log)
 	if err != nil {
 		return err
 	}
@@ -295,15 +304,6 @@ func run(ctx context.Context, f *runFlags) error {
 	if err != nil {
 		w.Close()
 		return err
-	}
-	release, err := kernelRelease()
-	if err != nil {
-		w.Close()
-		return err
-	}
-	pace, periodCap, note := pacing(f.pace, release)
-	if note != "" {
-		log.Info("pacing off", "reason", note)
 	}
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,

@@ -92,7 +92,7 @@ func (f *fakeHost) Observe(_ context.Context, cg host.Cgroup) (memcg.Stat, error
 	return s, nil
 }
 
-func (f *fakeHost) Reclaim(_ context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+func (f *fakeHost) Reclaim(_ context.Context, cg host.Cgroup, n, _ uint64) (uint64, error) {
 	f.enter("reclaim", cg)
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -254,7 +254,7 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 	case sched.Flush:
 		r.Err = h.Flush(ctx, op.Cgroup)
 	case sched.Reclaim:
-		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes)
+		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes, op.Usage)
 	case sched.Watch:
 		if a.opts.Watcher != nil {
 			r.Err = a.opts.Watcher.Watch(op.Cgroup, op.Wake)

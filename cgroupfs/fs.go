@@ -191,11 +191,11 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 }
 
 // Reclaim reclaims up to n bytes from cg; see act.Reclaim.
-func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n, usage uint64) (uint64, error) {
 	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
 	}
-	return act.Reclaim(ctx, fs.layout, cg, n, fs.journal, fs.log)
+	return act.Reclaim(ctx, fs.layout, cg, n, usage, fs.journal, fs.log)
 }
 
 // WriteOut starts write-out of cg's own files in chunks, from where its

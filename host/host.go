@@ -52,8 +52,11 @@ type Host interface {
 	// Observe reads one cgroup's state.
 	Observe(ctx context.Context, cg Cgroup) (memcg.Stat, error)
 	// Reclaim asks the kernel to reclaim up to n bytes from cg and returns
-	// how much usage fell.
-	Reclaim(ctx context.Context, cg Cgroup, n uint64) (uint64, error)
+	// how much usage fell. usage, if not 0, is cg's usage in the
+	// observation n was decided on: the reclaim then stops at usage - n,
+	// so that what the cgroup gave back by itself meanwhile (its tasks'
+	// own reclaim at the limit, an exited task) counts toward n.
+	Reclaim(ctx context.Context, cg Cgroup, n, usage uint64) (uint64, error)
 	// WriteOut starts write-out of the dirty pages of cg's own files, and of
 	// no other cgroup's files unless they are shared.
 	WriteOut(ctx context.Context, cg Cgroup) (WriteOut, error)

@@ -356,7 +356,7 @@ func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 	}
 	if d.Reclaim > 0 && !st.reclaiming {
 		st.reclaiming = true
-		c.emit(Op{Kind: Reclaim, Cgroup: st.cg, Bytes: d.Reclaim}, pendingOp{cg: st, stat: s})
+		c.emit(Op{Kind: Reclaim, Cgroup: st.cg, Bytes: d.Reclaim, Usage: s.Usage}, pendingOp{cg: st, stat: s})
 	}
 }
 

@@ -102,8 +102,9 @@ type Op struct {
 	Read []host.Cgroup
 	// Dirtied asks Observe for the cgroup's dirtied-bytes counter too.
 	Dirtied bool
-	// Bytes is what Reclaim asks for.
-	Bytes uint64
+	// Bytes is what Reclaim asks for, and Usage the cgroup's usage in
+	// the observation it was decided on (host.Host.Reclaim).
+	Bytes, Usage uint64
 	// Wake is what Watch arms.
 	Wake host.Wake
 	// Episode is the throttle episode Thaw, Refreeze and End act on:

@@ -25,5 +25,5 @@ func WithClock(o FlushOptions, now func() time.Time) FlushOptions {
 
 // SqueezeV1 is squeezeV1, logging nowhere.
 func SqueezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal) (uint64, error) {
-	return squeezeV1(ctx, dir, n, j, slog.New(slog.DiscardHandler))
+	return squeezeV1(ctx, dir, n, 0, j, slog.New(slog.DiscardHandler))
 }

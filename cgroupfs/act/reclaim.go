@@ -32,8 +32,9 @@ const ReclaimChunk = 16 << 20
 // instead, recorded in j so that a crash cannot leave the limit lowered
 // (see squeezeV1 and docs/actuators.md for why not posix_fadvise); log
 // receives one info line per squeeze, once the limit is restored (nil
-// discards it).
-func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *journal.Journal, log *slog.Logger) (uint64, error) {
+// discards it). observed, if not 0, is the usage n was decided on
+// (host.Host.Reclaim): usage that fell since counts toward n (remaining).
+func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n, observed uint64, j *journal.Journal, log *slog.Logger) (uint64, error) {
 	dir := l.Memory.Dir(cg)
 	if dir == "" {
 		return 0, fmt.Errorf("reclaim %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
@@ -46,17 +47,29 @@ func Reclaim(ctx context.Context, l layout.Layout, cg host.Cgroup, n uint64, j *
 		err error
 	)
 	if l.Memory.Version == layout.V2 {
-		got, err = reclaimV2(ctx, dir, n)
+		got, err = reclaimV2(ctx, dir, n, observed)
 	} else {
 		if log == nil {
 			log = slog.New(slog.DiscardHandler)
 		}
-		got, err = squeezeV1(ctx, dir, n, j, log.With("cgroup", cg))
+		got, err = squeezeV1(ctx, dir, n, observed, j, log.With("cgroup", cg))
 	}
 	if err != nil {
 		return got, fmt.Errorf("reclaim %d bytes from %s: %w", n, cg, err)
 	}
 	return got, nil
+}
+
+// remaining is what is left of a request for n bytes below the usage
+// observed when it was decided (0: not known), usage being before now: a
+// fall since then has done part of it. Both kernels' reclaim at a limit
+// run in the charging task too (mm/memcontrol.c, try_charge_memcg), and a
+// request sized on an older reading would otherwise take its share again.
+func remaining(n, observed, before uint64) uint64 {
+	if observed == 0 {
+		return n
+	}
+	return n - min(n, fell(observed, before))
 }
 
 // fell returns how far usage fell from before to after, zero if it rose.

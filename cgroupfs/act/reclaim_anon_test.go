@@ -57,7 +57,7 @@ func TestReclaimOfAnonOnlyCgroupReturnsPromptly(t *testing.T) {
 	t.Run("Reclaim", func(t *testing.T) {
 		var got uint64
 		err := within(t, promptly, "Reclaim", func() (err error) {
-			got, err = act.Reclaim(context.Background(), l, c.Path, 16*mib, j, nil)
+			got, err = act.Reclaim(context.Background(), l, c.Path, 16*mib, 0, j, nil)
 			return err
 		})
 		if !errors.Is(err, host.ErrNothingReclaimed) {

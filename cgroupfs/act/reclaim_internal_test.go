@@ -29,3 +29,27 @@ func TestReclaimStep(t *testing.T) {
 		})
 	}
 }
+
+// What is left of a request decided on an earlier reading of usage: a fall
+// since counts toward it, a rise does not add to it.
+func TestRemaining(t *testing.T) {
+	const M = 1 << 20
+	tests := []struct {
+		name                string
+		n, observed, before uint64
+		want                uint64
+	}{
+		{"usage not known: all of it", 4 * M, 0, 100 * M, 4 * M},
+		{"usage as observed: all of it", 4 * M, 100 * M, 100 * M, 4 * M},
+		{"usage fell by part of it: the rest", 4 * M, 100 * M, 99 * M, 3 * M},
+		{"usage fell by all of it or more: nothing", 4 * M, 100 * M, 90 * M, 0},
+		{"usage rose: all of it, the growth is the next request's", 4 * M, 100 * M, 104 * M, 4 * M},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := remaining(tt.n, tt.observed, tt.before); got != tt.want {
+				t.Errorf("remaining(%d, %d, %d) = %d, want %d", tt.n, tt.observed, tt.before, got, tt.want)
+			}
+		})
+	}
+}

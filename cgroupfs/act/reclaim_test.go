@@ -93,7 +93,7 @@ func TestReclaimLowersUsage(t *testing.T) {
 			j := cgrouptest.Journal(t, l)
 			before, limitBefore := c.Usage(t), limit(t, l, c)
 			start := time.Now()
-			got, err := act.Reclaim(context.Background(), l, c.Path, sz.ask, j, nil)
+			got, err := act.Reclaim(context.Background(), l, c.Path, sz.ask, 0, j, nil)
 			took := time.Since(start)
 			after := c.Usage(t)
 			t.Logf("Reclaim(%d MiB) on %s: %.1f MiB in %v, usage %.1f -> %.1f MiB",
@@ -112,6 +112,35 @@ func TestReclaimLowersUsage(t *testing.T) {
 				t.Errorf("limit after Reclaim = %s, want %s restored", got, limitBefore)
 			}
 		})
+	}
+}
+
+// A request decided on a reading of usage that has fallen since by more
+// than it asks reclaims nothing: the cgroup gave that back by itself (a
+// task's own reclaim at the limit). Decided on the usage now, the same
+// request reclaims.
+func TestReclaimCountsAFallSinceTheObservation(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	sz := reclaimSizes(t)
+	c := cgrouptest.New(t, l, 0)
+	cmd := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(cgrouptest.DiskDir(t), "cache"), "bs=64k",
+		"count="+strconv.FormatUint(sz.cache/(64<<10), 10), "conv=fsync")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dd: %v", err)
+	}
+	j := cgrouptest.Journal(t, l)
+	const ask = 4 * mib
+	before := c.Usage(t)
+	got, err := act.Reclaim(context.Background(), l, c.Path, ask, before+2*ask, j, nil)
+	if err != nil || got != 0 {
+		t.Errorf("Reclaim of %d KiB decided at a usage %d KiB above now: got %d KiB, %v; want nothing", ask>>10, 2*ask>>10, got>>10, err)
+	}
+	if after := c.Usage(t); fellBy(before, after) > ask/4 {
+		t.Errorf("usage fell %d KiB though nothing was left to reclaim", fellBy(before, after)>>10)
+	}
+	got, err = act.Reclaim(context.Background(), l, c.Path, ask, c.Usage(t), j, nil)
+	if err != nil || got < ask/2 {
+		t.Errorf("Reclaim of %d KiB decided at the usage now: got %d KiB, %v; want at least half", ask>>10, got>>10, err)
 	}
 }
 
@@ -140,7 +169,7 @@ func TestReclaimEndsCloseToTheRequest(t *testing.T) {
 			}
 			j := cgrouptest.Journal(t, l)
 			before := c.Usage(t)
-			got, err := act.Reclaim(context.Background(), l, c.Path, ask, j, nil)
+			got, err := act.Reclaim(context.Background(), l, c.Path, ask, 0, j, nil)
 			after := c.Usage(t)
 			t.Logf("Reclaim(%d KiB) on %s: usage fell %d KiB (%+d KiB past the request)",
 				ask>>10, l.Memory.Version, fellBy(before, after)>>10, (int64(fellBy(before, after))-int64(ask))>>10)

@@ -53,7 +53,7 @@ import (
 // cgroup's tasks have open, reaches only files still open, drops pages
 // whatever their age, and cannot drop dirty ones; reclaim_v1_test.go
 // measures it against the squeeze (docs/actuators.md).
-func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, log *slog.Logger) (got uint64, err error) {
+func squeezeV1(ctx context.Context, dir string, n, observed uint64, j *journal.Journal, log *slog.Logger) (got uint64, err error) {
 	if j == nil {
 		return 0, errors.New("a v1 limit squeeze needs a journal; got nil")
 	}
@@ -65,6 +65,9 @@ func squeezeV1(ctx context.Context, dir string, n uint64, j *journal.Journal, lo
 	before, err := ctlfile.ReadUint(usage)
 	if err != nil {
 		return 0, err
+	}
+	if n = remaining(n, observed, before); n == 0 {
+		return 0, nil
 	}
 	floor := alignUp(before-min(n, before), ctlfile.PageSize)
 	lowest := strconv.FormatUint(floor, 10)

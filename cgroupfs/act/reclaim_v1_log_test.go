@@ -73,7 +73,7 @@ func TestSqueezeLogsOneLine(t *testing.T) {
 	rec := newRecorder()
 	// More than one ReclaimChunk, so that the squeeze takes several steps.
 	ask := min(sz.ask, 3*act.ReclaimChunk)
-	got, err := act.Reclaim(context.Background(), l, c.Path, ask, j, slog.New(rec))
+	got, err := act.Reclaim(context.Background(), l, c.Path, ask, 0, j, slog.New(rec))
 	if err != nil {
 		t.Fatalf("Reclaim(%d MiB): %v", ask/mib, err)
 	}

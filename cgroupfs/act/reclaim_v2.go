@@ -32,7 +32,7 @@ import (
 // the kernel's batching. The write goes
 // through ctlfile.WriteCtx's raw write(2), so that EAGAIN reaches this
 // function, and ctx interrupts it.
-func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
+func reclaimV2(ctx context.Context, dir string, n, observed uint64) (uint64, error) {
 	current := filepath.Join(dir, "memory.current")
 	file := filepath.Join(dir, "memory.reclaim")
 	before, err := ctlfile.ReadUint(current)
@@ -50,7 +50,10 @@ func reclaimV2(ctx context.Context, dir string, n uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s: the memory outside memory.min/memory.low protection is not reclaimable file cache",
 			host.ErrNothingReclaimed, dir)
 	}
-	n = min(n, limit)
+	n = min(remaining(n, observed, before), limit)
+	if n == 0 {
+		return 0, nil
+	}
 	target := before - min(n, before)
 	usage := before
 	var asked uint64

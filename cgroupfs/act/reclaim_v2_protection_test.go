@@ -44,7 +44,7 @@ func TestReclaimKeepsChildrensMemoryLow(t *testing.T) {
 	var got uint64
 	var rounds, nothing int
 	for asked := uint64(0); asked < 3*(protectedCache+otherCache); asked += 16 * mib {
-		n, err := act.Reclaim(context.Background(), l, parent.Path, 16*mib, j, nil)
+		n, err := act.Reclaim(context.Background(), l, parent.Path, 16*mib, 0, j, nil)
 		switch {
 		case errors.Is(err, host.ErrNothingReclaimed):
 			nothing++

@@ -206,7 +206,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 	case sched.Flush:
 		r.Err = h.Flush(ctx, op.Cgroup)
 	case sched.Reclaim:
-		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes)
+		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes, op.Usage)
 	case sched.Watch:
 		r.Err = d.watch(op.Cgroup, op.Wake)
 	case sched.Forget:

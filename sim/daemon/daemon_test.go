@@ -73,7 +73,7 @@ func TestHost(t *testing.T) {
 		t.Errorf("write-out of /a touched /b: %d dirty bytes left of %d", sb.Dirty, 2048*4096)
 	}
 	before := sa.Usage
-	got, err := h.Reclaim(ctx, "/a", 8<<20)
+	got, err := h.Reclaim(ctx, "/a", 8<<20, 0)
 	sa, _ = h.Observe(ctx, "/a")
 	if err != nil || got < 8<<20 || before-sa.Usage != got {
 		t.Errorf("reclaim 8M: got %d (%v), usage %d → %d", got, err, before, sa.Usage)

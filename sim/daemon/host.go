@@ -85,7 +85,7 @@ func (h *Host) DirtyCounts(ctx context.Context, cg host.Cgroup) (host.DirtyCount
 }
 
 // Reclaim is memory.reclaim.
-func (h *Host) Reclaim(_ context.Context, cg host.Cgroup, n uint64) (uint64, error) {
+func (h *Host) Reclaim(_ context.Context, cg host.Cgroup, n, _ uint64) (uint64, error) {
 	m, err := h.id(cg)
 	if err != nil {
 		return 0, err

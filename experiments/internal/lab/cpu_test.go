@@ -68,7 +68,9 @@ func TestSchedStatSub(t *testing.T) {
 }
 
 // The calling thread's own schedstat: a busy loop shows in its time on the
-// CPU.
+// CPU, and a sleep in a new timeslice. The kernel counts a timeslice when the
+// task is switched in (kernel/sched/stats.h, sched_info_arrive); on an idle
+// CPU a busy loop alone may never be switched out, so the thread sleeps once.
 func TestReadSchedStatOfThisThread(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -78,12 +80,14 @@ func TestReadSchedStatOfThisThread(t *testing.T) {
 	}
 	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
 	}
+	// The goroutine is locked to its thread, so the thread itself blocks.
+	time.Sleep(time.Millisecond)
 	after, err := ReadSchedStat("/proc/thread-self/schedstat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := after.Sub(before); d.Run < 2*time.Millisecond || d.Slices < 1 {
-		t.Errorf("a 20 ms busy loop: %+v, want at least 2 ms on the CPU and a timeslice", d)
+		t.Errorf("a 20 ms busy loop: %+v, want at least 2 ms on the CPU and a timeslice after a sleep", d)
 	}
 }
 

@@ -91,7 +91,7 @@ type Agent struct {
 
 	mu     sync.Mutex // guards cfg and status
 	cfg    *config.Config
-	status map[host.Cgroup]state.Status // the Core's statuses, as of its last Ready
+	status map[host.Cgroup]*state.Status // the Core's statuses, as of its last Ready; never changed (sched.Ready)
 }
 
 // New returns an agent; it does nothing until Run.
@@ -106,7 +106,7 @@ func New(o Options) (*Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Agent{opts: o, log: log, cfg: o.Config, status: map[host.Cgroup]state.Status{},
+	a := &Agent{opts: o, log: log, cfg: o.Config, status: map[host.Cgroup]*state.Status{},
 		requests: make(chan func(*sched.Core, time.Time), 64), done: make(chan struct{})}
 	a.tracker, a.tracking = trackerInForce(o.Host)
 	if fp, ok := o.Host.(host.FastPath); ok {
@@ -178,11 +178,11 @@ func (a *Agent) Status(cg host.Cgroup) ([]state.Status, error) {
 		if !ok {
 			return nil, fmt.Errorf("cgroup %s is not managed by memcgd: %s", cg, a.outsideLocked(cg))
 		}
-		return []state.Status{st}, nil
+		return []state.Status{*st}, nil
 	}
 	out := make([]state.Status, 0, len(a.status))
 	for _, st := range a.status {
-		out = append(out, st)
+		out = append(out, *st)
 	}
 	state.Sort(out)
 	return out, nil

@@ -50,8 +50,22 @@ type cgroup struct {
 	thr  throttle
 	pace pace
 
-	status  state.Status
+	// status is the cgroup's status. Once a Ready has handed it out it
+	// is the driver's too and never changed again: edit copies it first.
+	status  *state.Status
+	shared  bool // handed out by a Ready
 	changed bool // in Core.changed
+}
+
+// edit returns the status to change: st.status itself, or a copy of it
+// when a Ready has handed it out. An idle cgroup's status is thus held
+// once, by the Core and its driver together.
+func (st *cgroup) edit() *state.Status {
+	if st.shared {
+		s := *st.status
+		st.status, st.shared = &s, false
+	}
+	return st.status
 }
 
 // NotLimited is the Status.Unmanaged of a cgroup that limited_only leaves
@@ -60,14 +74,13 @@ const NotLimited = "it has no memory limit, and no ancestor below the root has o
 
 // add starts the Core's state of cg.
 func (c *Core) add(cg host.Cgroup) *cgroup {
-	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit}}
+	st := &cgroup{cg: cg, ctrl: policy.NewController(), wake: host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit},
+		status: &state.Status{Cgroup: cg, DryRun: c.cfg.DryRun, DirtyTracking: state.TrackingPoll}}
 	st.exempt = policy.Exempt(cg, c.cfg.Self)
-	st.status.Cgroup, st.status.DryRun = cg, c.cfg.DryRun
 	if st.exempt {
 		st.status.Exempt, st.status.Throttle = HoldsMemcgd, HoldsMemcgd
 		c.log(slog.LevelInfo, HoldsMemcgd, "cgroup", cg, "self", c.cfg.Self)
 	}
-	st.status.DirtyTracking = state.TrackingPoll
 	if c.cfg.Tracker {
 		st.status.DirtyTracking = state.TrackingTracker
 	}
@@ -119,7 +132,8 @@ func (c *Core) setState(st *cgroup) {
 		s = state.StateIdle
 	}
 	if s != st.status.State {
-		st.status.State, st.status.Since = s, c.now
+		sp := st.edit()
+		sp.State, sp.Since = s, c.now
 		c.touch(st)
 	}
 }
@@ -241,17 +255,18 @@ func (c *Core) observed(p pendingOp, r Result) {
 	eff := memcg.Resolve(chain, knobs)
 	st.known = true
 	st.managed = policy.Manages(c.policy.LimitedOnly, chain)
-	st.status.Stat, st.status.Effective, st.status.Observed, st.status.Managed = s, eff, r.At, st.managed
-	st.status.Unmanaged = ""
+	sp := st.edit()
+	sp.Stat, sp.Effective, sp.Observed, sp.Managed = s, eff, r.At, st.managed
+	sp.Unmanaged = ""
 	if !st.managed {
-		st.status.Unmanaged = NotLimited
+		sp.Unmanaged = NotLimited
 	}
 	c.touch(st)
 	if !st.managed {
 		c.endPace(st, "not managed")
 		c.endEpisode(st, "not managed")
 		st.active, st.throttled = false, false
-		st.status.Active = false
+		st.edit().Active = false
 		c.setState(st)
 		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit})
 		return
@@ -305,8 +320,9 @@ func (c *Core) observed(p pendingOp, r Result) {
 	}
 	c.act(st, d, s)
 	st.active, st.throttled = d.Active, d.Episode
-	st.status.Active = d.Active
-	st.status.DirtyRate, st.status.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
+	sp = st.edit()
+	sp.Active = d.Active
+	sp.DirtyRate, sp.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
 	c.setState(st)
 	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove,
 		LevelAbove: d.Wake.LevelAbove, LevelBelow: d.Wake.LevelBelow})
@@ -335,17 +351,17 @@ func (c *Core) arm(st *cgroup, w host.Wake) {
 // st's is in flight, or a flush of any cgroup's is.
 func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 	if d.ReclaimStart {
-		st.status.Counters.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
+		st.edit().Counters.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
 	}
-	st.status.Counters.ReclaimOvershootBytes += d.ReclaimOvershoot
+	st.edit().Counters.ReclaimOvershootBytes += d.ReclaimOvershoot
 	switch {
 	case st.writing:
 	case d.Flush && c.flushing:
 		c.log(slog.LevelDebug, "flush skipped: another is in flight", "cgroup", st.cg)
 	case d.Flush:
 		c.flushing, st.writing = true, true
-		st.status.Counters.Flushes++
-		st.status.Counters.FlushBytes += s.Dirty
+		st.edit().Counters.Flushes++
+		st.edit().Counters.FlushBytes += s.Dirty
 		c.emit(Op{Kind: Flush, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
 		// The reclaim, if any, waits for the next step: a flush
 		// covers the cgroup's own files and more.
@@ -375,7 +391,7 @@ func (c *Core) acted(p pendingOp, r Result) {
 	if st.gone {
 		return
 	}
-	ctr := &st.status.Counters
+	ctr := &st.edit().Counters
 	defer c.touch(st)
 	switch p.op.Kind {
 	case WriteOut:
@@ -415,7 +431,7 @@ func (c *Core) failed(st *cgroup, what string, err error) {
 	if err == nil || isVanished(err) {
 		return
 	}
-	st.status.Counters.Errors++
+	st.edit().Counters.Errors++
 	c.log(slog.LevelWarn, what, "cgroup", st.cg, "err", err)
 }
 

@@ -229,8 +229,10 @@ type Ready struct {
 	// zero when no timer is set.
 	Deadline time.Time
 	// Status holds the statuses changed since the last Ready, Removed the
-	// cgroups no longer known.
-	Status  []state.Status
+	// cgroups no longer known. The Core never changes a status once
+	// handed out, nor may the driver: it may keep them to read at any
+	// time, from any goroutine.
+	Status  []*state.Status
 	Removed []host.Cgroup
 	// Logs are the records to log.
 	Logs []slog.Record
@@ -256,6 +258,7 @@ func (c *Core) Ready() Ready {
 		cg.changed = false
 		if !cg.gone {
 			r.Status = append(r.Status, cg.status)
+			cg.shared = true
 		}
 	}
 	c.changed = c.changed[:0]
@@ -412,7 +415,7 @@ func (c *Core) stopped() bool {
 func (c *Core) Status() []state.Status {
 	out := make([]state.Status, 0, len(c.order))
 	for _, st := range c.order {
-		out = append(out, st.status)
+		out = append(out, *st.status)
 	}
 	slices.SortFunc(out, func(a, b state.Status) int { return cmp.Compare(a.Cgroup, b.Cgroup) })
 	return out

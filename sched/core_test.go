@@ -406,6 +406,30 @@ func TestStepsReuseRecentAncestorReadingsAndRefreshThemOffTheStep(t *testing.T) 
 	}
 }
 
+// The driver keeps the statuses Ready hands out and reads them from other
+// goroutines: the Core changes a copy, never one it handed out.
+func TestAStatusHandedOutIsNeverChanged(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root, "/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib})
+	w.settle()
+	for i, dirty := range []uint64{9 * mib, 17 * mib, 4 * mib, 0} {
+		w.now = w.now.Add(10 * ms)
+		w.set("/a", func(s *memcg.Stat) { s.Dirty = dirty })
+		w.c.Kick(w.now, "/a")
+		w.settle()
+		if i == 0 && len(w.handed) < 2 {
+			t.Fatalf("%d statuses handed out after a change, want at least 2", len(w.handed))
+		}
+	}
+	for i, h := range w.handed {
+		if *h.p != h.then {
+			t.Errorf("status %d of %s changed after it was handed out: %+v, was %+v", i, h.then.Cgroup, *h.p, h.then)
+		}
+	}
+	if s, _ := w.statusOf("/a"); s.Stat.Dirty != 0 {
+		t.Errorf("the Core's status of /a has dirty %d, want its last step's 0", s.Stat.Dirty)
+	}
+}
+
 func TestTheStatusSaysWhatTheDaemonDoesNowAndSinceWhen(t *testing.T) {
 	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true}, "/", root, "/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib})
 	state := func() (string, time.Duration) {

@@ -74,7 +74,7 @@ func (c *Core) endPace(st *cgroup, why string) {
 	}
 	p.open, p.cur, p.applied = false, policy.Pacing{}, policy.Pacing{}
 	delete(c.pacing, st.cg)
-	st.status.Counters.PacedTime += c.now.Sub(p.began)
+	st.edit().Counters.PacedTime += c.now.Sub(p.began)
 	c.paceOp(st, Unpace)
 	c.touch(st)
 	c.setState(st)
@@ -141,7 +141,7 @@ func (c *Core) paced(pd pendingOp, r Result) {
 	case r.Err == nil:
 		if pd.op.Kind == Pace {
 			p.episode = r.Paced
-			st.status.Counters.Paces++ // counted once the host paces it
+			st.edit().Counters.Paces++ // counted once the host paces it
 		}
 		if pd.op.Kind != Unpace && p.open {
 			p.applied = policy.Pacing{Quota: pd.op.Quota, Period: pd.op.Period}
@@ -156,12 +156,12 @@ func (c *Core) paced(pd pendingOp, r Result) {
 			c.log(slog.LevelWarn, "pacing unavailable: the freezer throttles", "cgroup", st.cg, "reason", p.unavailable)
 		case isVanished(r.Err):
 		default:
-			st.status.Counters.Errors++
+			st.edit().Counters.Errors++
 			c.log(slog.LevelWarn, "pace", "cgroup", st.cg, "err", r.Err)
 		}
 	case isVanished(r.Err):
 	default:
-		st.status.Counters.Errors++
+		st.edit().Counters.Errors++
 		c.log(slog.LevelWarn, pd.op.Kind.String(), "cgroup", st.cg, "err", r.Err)
 		if pd.op.Kind == SetPace {
 			// The episode is in an unknown state: end it; the next

@@ -96,8 +96,8 @@ func (c *Core) thaw(st *cgroup, paused time.Duration) {
 	t.frozen = false
 	t.paused += paused
 	t.pauses++
-	st.status.Counters.Pauses++
-	st.status.Counters.Paused += paused
+	st.edit().Counters.Pauses++
+	st.edit().Counters.Paused += paused
 	c.touch(st)
 	c.freezerOp(st, Thaw)
 }
@@ -146,8 +146,8 @@ func (c *Core) endEpisode(st *cgroup, why string) {
 		paused := c.now.Sub(t.since)
 		t.paused += paused
 		t.pauses++
-		st.status.Counters.Pauses++
-		st.status.Counters.Paused += paused
+		st.edit().Counters.Pauses++
+		st.edit().Counters.Paused += paused
 		t.frozen = false
 		c.touch(st)
 	}
@@ -220,7 +220,7 @@ func (c *Core) throttled(p pendingOp, r Result) {
 		case isVanished(r.Err):
 		case r.Err.Error() != t.refused:
 			t.refused = r.Err.Error()
-			st.status.Counters.Errors++
+			st.edit().Counters.Errors++
 			c.log(slog.LevelWarn, "freeze", "cgroup", st.cg, "err", r.Err)
 		}
 	case Refreeze:
@@ -230,14 +230,14 @@ func (c *Core) throttled(p pendingOp, r Result) {
 		// A refusal (a user thawed the cgroup meanwhile, which memcgd
 		// respects) ends the episode.
 		if !isVanished(r.Err) {
-			st.status.Counters.Errors++
+			st.edit().Counters.Errors++
 			c.log(slog.LevelWarn, "refreeze", "cgroup", st.cg, "err", r.Err)
 		}
 		t.frozen = false
 		c.endEpisode(st, "refreeze refused")
 	case Thaw, End:
 		if r.Err != nil && !isVanished(r.Err) {
-			st.status.Counters.Errors++
+			st.edit().Counters.Errors++
 			c.log(slog.LevelWarn, p.op.Kind.String(), "cgroup", st.cg, "err", r.Err)
 		}
 	}
@@ -250,7 +250,7 @@ func (c *Core) unavailable(st *cgroup, why string) {
 		return
 	}
 	st.unavailable = why
-	st.status.Throttle = "throttle unavailable: " + why
+	st.edit().Throttle = "throttle unavailable: " + why
 	c.touch(st)
 	c.log(slog.LevelWarn, "throttle unavailable", "cgroup", st.cg, "reason", why)
 }

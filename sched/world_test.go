@@ -13,6 +13,7 @@ import (
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/policy"
+	"github.com/memcgd/memcgd/state"
 )
 
 const mib = 1 << 20
@@ -23,7 +24,7 @@ var t0 = time.Unix(1_000_000, 0)
 // carried out at once, against cgroups whose state the test sets, and
 // logged, so that a test states what the Core asked for.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	c      *Core
 	now    time.Time
 	stats  map[host.Cgroup]memcg.Stat
@@ -41,6 +42,9 @@ type world struct {
 	flush   func(cg host.Cgroup) error
 	watches map[host.Cgroup]host.Wake
 	scanned bool
+	// handed are the statuses Ready handed out, each with its value
+	// then.
+	handed []handedStatus
 	// paced holds each cgroup's pace in force; paceErr what Pace
 	// returns; cpu the CPU time its paced tasks used.
 	paced   map[host.Cgroup]policy.Pacing
@@ -74,7 +78,7 @@ var root = memcg.Stat{Limit: memcg.NoLimit}
 
 // newWorld returns a world of the cgroups given, parents first, and a
 // Core on it with cfg (Policy defaults to config.Default()).
-func newWorld(t *testing.T, cfg Config, cgs ...any) *world {
+func newWorld(t testing.TB, cfg Config, cgs ...any) *world {
 	w := &world{t: t, now: t0, stats: map[host.Cgroup]memcg.Stat{}, frozen: map[host.Cgroup]bool{},
 		freezeErr: map[host.Cgroup]error{}, hold: map[Kind]bool{}, watches: map[host.Cgroup]host.Wake{},
 		paced: map[host.Cgroup]policy.Pacing{}, paceErr: map[host.Cgroup]error{}, cpu: map[host.Cgroup]time.Duration{}}
@@ -190,10 +194,19 @@ func (w *world) settle() {
 	w.t.Fatal("the Core never settled")
 }
 
+// handedStatus is a status a Ready handed out, and its value then.
+type handedStatus struct {
+	p    *state.Status
+	then state.Status
+}
+
 // take keeps what a Ready says besides its ops.
 func (w *world) take(rd Ready) {
 	w.logs = append(w.logs, rd.Logs...)
 	w.scanned = w.scanned || rd.Scanned
+	for _, s := range rd.Status {
+		w.handed = append(w.handed, handedStatus{s, *s})
+	}
 }
 
 // release carries out the held ops of kind k.

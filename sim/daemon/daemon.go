@@ -149,7 +149,7 @@ func (d *Daemon) take(rd sched.Ready) {
 		delete(d.status, cg)
 	}
 	for _, s := range rd.Status {
-		d.status[s.Cgroup] = s
+		d.status[s.Cgroup] = *s
 	}
 	if d.Log == nil {
 		return

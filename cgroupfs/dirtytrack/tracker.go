@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 )
@@ -192,6 +193,9 @@ func Load(opts Options) (*Tracker, error) {
 		return nil, err
 	}
 	start := time.Now()
+	// cilium/ebpf keeps the kernel's BTF, parsed to relocate the programs,
+	// for the process's life: about 2 MiB of heap once they are loaded.
+	defer btf.FlushKernelSpec()
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, loadError("remove the memlock limit", err)
 	}

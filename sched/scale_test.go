@@ -12,8 +12,9 @@ import (
 // BenchmarkIdleCgroups builds a Core over n idle limited cgroups, lists
 // and steps each once, and reports the heap the Core holds for them
 // (bytes/cgroup, after a GC, the world's own watches included) and the
-// time of that first pass (ns/op is one whole pass over n cgroups). The daemon's idle memory at
-// the seed's 10,000 cgroups is this and its host's per-cgroup state.
+// time of that first pass (ns/op is one whole pass over n cgroups). The
+// daemon's idle memory at the seed's 10,000 cgroups is this (the statuses
+// shared with the agent, not copied) and its host's per-cgroup state.
 //
 //	go test ./sched -run '^$' -bench IdleCgroups -benchmem
 func BenchmarkIdleCgroups(b *testing.B) {

@@ -16,17 +16,17 @@ const (
 )
 
 // tuneGC sets the collector's GOGC after each collection so that the next
-// one comes when the heap reaches heapTarget, with GOGC kept between 50
-// and 500 (gctuner), unless the GOGC environment variable sets it.
+// one comes when the heap reaches heapTarget, with GOGC kept between
+// minGCPercent and 500 (gctuner): up to six times what is live while
+// little is, and a quarter more than what is live past heapTarget. A GOGC
+// environment variable turns it off.
 //
-// Why: the daemon's heap is its long-lived state per cgroup (about 2.6
-// KiB each: 26 MiB live over 10,000 idle cgroups) and the garbage of its
-// steps (about 20 MiB a second with one cgroup written at full speed).
-// With Go's default (GOGC 100, a heap of twice what is live, at least 4
-// MiB) a busy daemon over few cgroups collects 10 to 20 times a second,
-// and one over 10,000 idle cgroups holds twice their state. With this, the
-// busy daemon collects a few times less often and the idle one holds half
-// as much again as is live.
+// Why: the daemon's heap is its long-lived state per cgroup and the
+// short-lived garbage of its steps. Go's default (GOGC 100: a heap of
+// twice what is live, at least 4 MiB) makes a daemon over many idle
+// cgroups hold twice their state, and a busy one over a few cgroups, whose
+// live heap is small, collect many times a second (docs/deploy.md,
+// "Memory", has the figures).
 func tuneGC(log *slog.Logger) {
 	if v := os.Getenv("GOGC"); v != "" {
 		log.Info("GOGC set by the environment", "gogc", v)

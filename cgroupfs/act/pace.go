@@ -135,11 +135,12 @@ const (
 const sampleMaxAge = 2 * time.Second
 
 // How often an episode's bookkeeping is read again, at most: the threads
-// still in its groups (liveRescan, at CPU), and the tenant's own CPU
-// limit each group is held under (parentRescan, at a write of the pace,
-// and at once when a write is refused). CPU is read at every step and a
-// pace written up to hundreds of times a second; a CPU limit the tenant
-// lowers bounds the threads whatever memcgd writes
+// still in its groups (liveRescan, at CPU; on v1 adopt takes those listed
+// as paced without reading their /proc/TID/cgroup), and the tenant's own
+// CPU limit each group is held under (parentRescan, at a write of the
+// pace, and at once when a write is refused). CPU is read at every step
+// and a pace written up to hundreds of times a second; a CPU limit the
+// tenant lowers bounds the threads whatever memcgd writes
 // (tg_cfs_schedulable_down, kernel/sched/core.c).
 const (
 	liveRescan   = 100 * time.Millisecond
@@ -542,6 +543,11 @@ func (e *Paced) threadsFile() string {
 func (e *Paced) adopt(ctx context.Context, tids []int) error {
 	var refused error
 	for _, tid := range tids {
+		if !e.v2 && slices.Contains(e.live, tid) {
+			// In a group when last listed (v1: at most liveRescan ago,
+			// at CPU): one moved out since is found at the next listing.
+			continue
+		}
 		parent, err := e.cpuCgroup(tid)
 		switch {
 		case errors.Is(err, host.ErrVanished):

@@ -26,7 +26,7 @@ import (
 // VMs run a kernel before 6.18, on which memcgd does not pace by default
 // (cmd/memcgd/pace.go, pacing): they give their cgroups no cpu
 // controller, and the host runs these tests.
-func paceable(t *testing.T) layout.Layout {
+func paceable(t testing.TB) layout.Layout {
 	t.Helper()
 	if os.Getenv("MEMCGD_VM") == "1" {
 		t.Skip("the test VM's kernel is older than 6.18, where memcgd does not pace by default: the host runs the pacer tests")
@@ -77,7 +77,7 @@ func dirtyingWriter(t *testing.T, l layout.Layout, mib int) (*cgrouptest.Cgroup,
 
 // threadCgroup returns the directory of pid's cgroup in the pacer's
 // hierarchy (v1 cpu, or the unified one on v2).
-func threadCgroup(t *testing.T, l layout.Layout, pid int) string {
+func threadCgroup(t testing.TB, l layout.Layout, pid int) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {

@@ -3,7 +3,6 @@ module github.com/memcgd/memcgd
 go 1.26.8
 
 require (
-	github.com/bytedance/gopkg v0.1.4
 	github.com/cilium/ebpf v0.20.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2

@@ -239,7 +239,6 @@ func run(ctx context.Context, f *runFlags) error {
 	logMissingCapabilities(log, f.procRoot)
 	logSchedSlice(log, f.schedSlice)
 	raiseProcs(log, f.workers)
-	tuneGC(log)
 	if f.goTrace != "" {
 		stopTrace, err := startGoTrace(f.goTrace)
 		if err != nil {

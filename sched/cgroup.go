@@ -59,7 +59,8 @@ type cgroup struct {
 
 // edit returns the status to change: st.status itself, or a copy of it
 // when a Ready has handed it out. An idle cgroup's status is thus held
-// once, by the Core and its driver together.
+// once, by the Core and its driver together. Only Ready shares a status,
+// so within one Advance every call returns the same one.
 func (st *cgroup) edit() *state.Status {
 	if st.shared {
 		s := *st.status
@@ -266,7 +267,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 		c.endPace(st, "not managed")
 		c.endEpisode(st, "not managed")
 		st.active, st.throttled = false, false
-		st.edit().Active = false
+		sp.Active = false
 		c.setState(st)
 		c.arm(st, host.Wake{UsageAbove: memcg.NoLimit, DirtiedAbove: memcg.NoLimit, LevelAbove: memcg.NoLimit})
 		return
@@ -350,18 +351,19 @@ func (c *Core) arm(st *cgroup, w host.Wake) {
 // act hands out d's write-out or flush and reclaim, unless an action of
 // st's is in flight, or a flush of any cgroup's is.
 func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
+	ctr := &st.edit().Counters
 	if d.ReclaimStart {
-		st.edit().Counters.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
+		ctr.ReclaimRuns++ // seed 001's pgoutrun: the policy says when a run starts
 	}
-	st.edit().Counters.ReclaimOvershootBytes += d.ReclaimOvershoot
+	ctr.ReclaimOvershootBytes += d.ReclaimOvershoot
 	switch {
 	case st.writing:
 	case d.Flush && c.flushing:
 		c.log(slog.LevelDebug, "flush skipped: another is in flight", "cgroup", st.cg)
 	case d.Flush:
 		c.flushing, st.writing = true, true
-		st.edit().Counters.Flushes++
-		st.edit().Counters.FlushBytes += s.Dirty
+		ctr.Flushes++
+		ctr.FlushBytes += s.Dirty
 		c.emit(Op{Kind: Flush, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
 		// The reclaim, if any, waits for the next step: a flush
 		// covers the cgroup's own files and more.

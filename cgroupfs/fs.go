@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/act"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
@@ -42,6 +44,9 @@ type FS struct {
 	// returned beyond that is closed, so that no file is left open
 	// unaccounted.
 	readers chan *observe.Reader
+	// squeezes are the v1 limit squeezes of Reclaim, which Observe
+	// looks through.
+	squeezes squeezes
 }
 
 // idleReaders is how many idle Readers FS keeps: the agent's workers and
@@ -173,11 +178,17 @@ func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
 // free memory, as the kernel's global dirtyable memory does
 // (mm/page-writeback.c, global_dirtyable_memory).
 func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
+	before := fs.squeezes.mark(cg)
 	r := fs.reader()
 	s, err := r.Observe(cg)
 	fs.putReader(r)
 	if err != nil {
 		return s, err
+	}
+	if fs.layout.Memory.Version == layout.V1 {
+		// v1's limit is Max too (observe.Reader.Observe).
+		s.Limit = before.limit(s.Limit, fs.squeezes.mark(cg))
+		s.Max = s.Limit
 	}
 	fs.fast.anchorLevel(cg, s.Dirty+s.Writeback)
 	if cg == "/" && s.Limit == memcg.NoLimit {
@@ -194,6 +205,17 @@ func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
 func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n, usage uint64) (uint64, error) {
 	if fs.journal == nil && fs.layout.Memory.Version == layout.V1 {
 		return 0, fmt.Errorf("reclaim %s: read-only host has no journal for the v1 limit squeeze", cg)
+	}
+	if fs.layout.Memory.Version == layout.V1 {
+		if dir := fs.layout.Memory.Dir(cg); dir != "" {
+			// What the squeeze puts back, read before it lowers it.
+			original, err := ctlfile.ReadUint(filepath.Join(dir, journal.FileLimitV1))
+			if err != nil {
+				return 0, fmt.Errorf("reclaim %s: %w", cg, err)
+			}
+			fs.squeezes.start(cg, original)
+			defer fs.squeezes.end(cg)
+		}
 	}
 	return act.Reclaim(ctx, fs.layout, cg, n, usage, fs.journal, fs.log)
 }

@@ -53,6 +53,7 @@ func (fs *FS) ThrottleUnavailable(cg host.Cgroup) string { return fs.fast.thrott
 func (fs *FS) Forget(cg host.Cgroup) {
 	fs.writeOuts.Forget(cg)
 	fs.fast.forget(cg)
+	fs.squeezes.forget(cg)
 	if fs.pacer != nil {
 		fs.pacer.Forget(cg)
 	}

@@ -17,7 +17,6 @@ const MinWbDirtyPages = 64
 // between observations. The zero value is not ready; use NewController.
 // A Controller is not safe for concurrent use.
 type Controller struct {
-	started bool
 	last    time.Time // previous observation
 	lastD   uint64    // dirty + writeback then
 	lastWB  uint64    // writeback then
@@ -31,14 +30,14 @@ type Controller struct {
 	limitStamp  time.Time
 
 	// reclaiming is seed 001's kswapd state: woken below the low
-	// watermark, it runs until free reaches the high one.
-	reclaiming bool
+	// watermark, it runs until free reaches the high one. passReclaimed
+	// says a reclaim of the run in progress succeeded, so that its end
+	// counts an overshoot.
+	reclaiming, passReclaimed bool
 	// reclaimDoneAt is when the latest reclaim the driver reported
 	// (ReclaimDone) completed: an observation read before it does not
-	// show what that reclaim freed. passReclaimed says a reclaim of the
-	// run in progress succeeded, so that its end counts an overshoot.
+	// show what that reclaim freed.
 	reclaimDoneAt time.Time
-	passReclaimed bool
 	// reclaimBackoff and flushBackoff space out reclaim that finds
 	// nothing and full flushes that find nothing to flush (backoff.go),
 	// from the outcomes the driver reports (ReclaimDone, FlushDone).
@@ -48,15 +47,19 @@ type Controller struct {
 	growth    float64
 	lastUsage uint64
 
-	// throttle is the closed-loop throttle's state (freeze.go), pacer
-	// the paced throttle's (pace.go).
-	throttle throttleState
-	pacer    pacer
+	// throttle is the closed-loop throttle's state (freeze.go), nil
+	// until the cgroup is first frozen; pacer the paced throttle's
+	// (pace.go), nil until it first passes its background threshold with
+	// a pacer: the thousands of idle cgroups of a host hold neither.
+	throttle *throttleState
+	pacer    *pacer
 	// dirtyRate is the recent rate at which the cgroup dirtied pages
 	// while it ran, bytes/s (timing.go); quiet says it dirtied nothing
-	// since the last look.
+	// since the last look. started says a first observation was taken.
+	// (The booleans sit together: a Controller per cgroup, thousands.)
 	dirtyRate float64
 	quiet     bool
+	started   bool
 	// runRate is the same rate averaged both ways over runRateWindow:
 	// what sizes RunFor.
 	runRate float64
@@ -224,9 +227,12 @@ func (c *Controller) account(in Input, dirty uint64) {
 	if elapsed <= 0 {
 		return
 	}
-	frozen := c.throttle.frozen // throughout, unless mixed
+	frozen := c.throttle.isFrozen() // throughout, unless mixed
 	ran, mixed := c.throttle.replay(c.last, in.Now)
-	if in.Freezer == FreezerHeld && in.Frozen != c.throttle.frozen {
+	if in.Freezer == FreezerHeld && in.Frozen != c.throttle.isFrozen() {
+		if c.throttle == nil {
+			c.throttle = new(throttleState)
+		}
 		c.throttle.adopt(in.Frozen, c.last, in.Now)
 		ran, mixed = 0, true
 	}

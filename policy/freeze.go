@@ -78,11 +78,19 @@ type throttleState struct {
 	runAfter            time.Duration
 }
 
+// isFrozen and inEpisode read a state that may not be there
+// (Controller.throttle): none is thawed, outside an episode.
+func (t *throttleState) isFrozen() bool  { return t != nil && t.frozen }
+func (t *throttleState) inEpisode() bool { return t != nil && t.episode }
+
 // replay brings the mirror to now: what the driver did on its own since
 // the last decision. ran is how long the cgroup ran within (last, now];
 // mixed says it was frozen and thawed within it, so that neither the
 // drain nor the write bandwidth can be measured over it.
 func (t *throttleState) replay(last, now time.Time) (ran time.Duration, mixed bool) {
+	if t == nil {
+		return now.Sub(last), false // never frozen: it ran throughout
+	}
 	at := last
 	for {
 		if t.frozen {
@@ -159,13 +167,13 @@ func (t *throttleState) adopt(frozen bool, last, now time.Time) {
 
 // closedLoop decides the freezer action and its deadlines.
 func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
-	t := &c.throttle
+	t := c.throttle
 	if in.Dirty.Limit == memcg.NoLimit {
 		c.endEpisode(in.Now, d)
 		return
 	}
 	switch {
-	case t.frozen:
+	case t.isFrozen():
 		held := in.Now.Sub(t.frozenAt)
 		d.Why |= ReasonThrottle
 		if dirty <= c.thawLevel(in) || held >= MaxPause {
@@ -174,11 +182,18 @@ func (c *Controller) closedLoop(in Input, dirty uint64, d *Decision) {
 		}
 		d.Throttle, d.HoldFor = ThrottleHold, c.holdFor(in, dirty, MaxPause-held)
 	case dirty >= c.freezeLevel(in) && !in.PacedBelow && (!in.Pacer || c.pacer.escaped(in, dirty)):
+		if t == nil {
+			t = new(throttleState)
+			c.throttle = t
+		}
 		*t = throttleState{frozen: true, frozenAt: in.Now, measureFrom: in.Now, episode: true, thawedAt: in.Now}
 		d.Throttle, d.HoldFor = ThrottleFreeze, c.holdFor(in, dirty, MaxPause)
 		d.Why |= ReasonThrottle
-	case t.episode && in.Now.Sub(t.thawedAt) >= EpisodeLinger:
+	case t.inEpisode() && in.Now.Sub(t.thawedAt) >= EpisodeLinger:
 		t.episode = false
+	}
+	if t == nil {
+		return // never frozen: no episode, no deadlines
 	}
 	d.Episode = t.episode
 	t.holdUntil, t.runUntil, t.runAfter = time.Time{}, time.Time{}, 0
@@ -248,7 +263,7 @@ func (c *Controller) runFor(in Input, dirty uint64) time.Duration {
 // thaw ends a freeze: the pause was the drain, and the drain measures the
 // device.
 func (c *Controller) thaw(now time.Time, d *Decision) {
-	t := &c.throttle
+	t := c.throttle
 	held := now.Sub(t.frozenAt)
 	c.bw.drained(t.frozenBytes, now.Sub(t.measureFrom))
 	t.frozen, t.frozenBytes, t.thawedAt = false, 0, now
@@ -258,8 +273,10 @@ func (c *Controller) thaw(now time.Time, d *Decision) {
 // endEpisode thaws a frozen cgroup and closes its episode: the driver can
 // no longer hold a freeze, or the cgroup lost its limit.
 func (c *Controller) endEpisode(now time.Time, d *Decision) {
-	if c.throttle.frozen {
+	if c.throttle.isFrozen() {
 		c.thaw(now, d)
 	}
-	c.throttle.episode = false
+	if c.throttle != nil {
+		c.throttle.episode = false
+	}
 }

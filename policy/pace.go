@@ -148,11 +148,22 @@ type pacer struct {
 
 // pace decides the CPU bandwidth of the cgroup's dirtying tasks.
 func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
-	p := &c.pacer
 	if in.Dirty.Limit == memcg.NoLimit || in.Exempt {
-		*p = pacer{efficiency: p.efficiency}
+		if c.pacer != nil {
+			*c.pacer = pacer{efficiency: c.pacer.efficiency}
+		}
 		return
 	}
+	if c.pacer == nil {
+		if dirty <= in.Dirty.Background && !in.Paced.On() {
+			// Never paced, and nothing to pace now: nothing to
+			// measure or remember yet. The first pace then chooses
+			// its period cap afresh (periodCap).
+			return
+		}
+		c.pacer = new(pacer)
+	}
+	p := c.pacer
 	c.measureEfficiency(in)
 	p.longest = c.periodCap(in)
 	freerun := in.Dirty.Freerun()
@@ -204,7 +215,7 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 // refills the quota and unthrottles the group, so until that expiry the
 // daemon is the period timer.
 func (c *Controller) staleTimer(in Input, d *Decision) {
-	p := &c.pacer
+	p := c.pacer
 	shorter := func(from, to Pacing) {
 		if from.On() && to.On() && to.Period < from.Period {
 			if t := in.Now.Add(from.Period); t.After(p.timerBy) {
@@ -229,8 +240,8 @@ func (c *Controller) staleTimer(in Input, d *Decision) {
 // refillIn is how soon the pace in force must be written again
 // (staleTimer); 0 if it need not be.
 func (c *Controller) refillIn(in Input, d Decision) time.Duration {
-	p := &c.pacer
-	if !d.Pace.Limited() || !in.Now.Before(p.timerBy) {
+	p := c.pacer
+	if p == nil || !d.Pace.Limited() || !in.Now.Before(p.timerBy) {
 		return 0
 	}
 	return max(p.refilled.Add(d.Pace.Period).Sub(in.Now), MinLook)
@@ -253,13 +264,18 @@ func (c *Controller) unlimitedPace(in Input, dirty uint64, d *Decision) {
 
 // leastPace is this step's least pace: MinPaceQuota in the longest
 // period.
-func (c *Controller) leastPace() Pacing { return PaceFor(0, c.pacer.longest) }
+func (c *Controller) leastPace() Pacing {
+	if c.pacer == nil {
+		return PaceFor(0, 0)
+	}
+	return PaceFor(0, c.pacer.longest)
+}
 
 // leastInForce notes when the least pace came into force (in.Paced, as
 // the driver holds it: a pace asked for takes hold only once its threads
 // have moved), with the level and the dirtied counter then.
 func (c *Controller) leastInForce(in Input, dirty uint64) {
-	p := &c.pacer
+	p := c.pacer
 	if !in.Paced.Limited() || in.Paced != c.leastPace() {
 		p.least = time.Time{}
 		return
@@ -283,7 +299,7 @@ func (c *Controller) periodCap(in Input) time.Duration {
 	if limit <= 0 {
 		limit = MaxPacePeriod // PaceFor clamps the rest
 	}
-	p := &c.pacer
+	p := c.pacer
 	bw := float64(c.WriteBandwidth())
 	if bw <= 0 {
 		return limit
@@ -425,6 +441,9 @@ const PaceOverrun = 4 * time.Millisecond
 // The cgroup's dirtied bytes tell it where the driver counts them, its
 // level otherwise.
 func (p *pacer) escaped(in Input, dirty uint64) bool {
+	if p == nil {
+		return false // never paced
+	}
 	since := in.Now.Sub(p.least)
 	if !p.rising || p.least.IsZero() || since < PaceInterval {
 		return false
@@ -448,7 +467,7 @@ func (p *pacer) escaped(in Input, dirty uint64) bool {
 // or DefaultEfficiency.
 func (c *Controller) efficiency() float64 {
 	switch {
-	case c.pacer.efficiency > 0:
+	case c.pacer != nil && c.pacer.efficiency > 0:
 		return c.pacer.efficiency
 	case c.dirtyRate > 0:
 		return c.dirtyRate
@@ -467,7 +486,7 @@ func (c *Controller) efficiency() float64 {
 // The estimate moves by at most a factor of two a step, so that one odd
 // interval does not make the next pace a free run or a stop.
 func (c *Controller) measureEfficiency(in Input) {
-	p := &c.pacer
+	p := c.pacer
 	dirtied := in.Stat.Counters.DirtiedBytes
 	if !in.Paced.On() || !in.Stat.Counters.HasDirtied || !p.measured || !in.Now.After(p.lastAt) || dirtied < p.lastDirtied {
 		p.mark(in, in.Paced.On() && in.Stat.Counters.HasDirtied)

@@ -39,7 +39,7 @@ func TestThePacedThrottle(t *testing.T) {
 	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	c := NewController()
 	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
-	c.pacer.efficiency = 1 << 30
+	c.pacer = &pacer{efficiency: 1 << 30}
 	t0 := time.Unix(100, 0)
 	frozen := false
 	// The cgroup's dirtied counter moves with its level: all it dirties
@@ -112,7 +112,7 @@ func TestTheBackstopFreezesOnlyForAnUnpacedThread(t *testing.T) {
 			const bw = 100 * mib
 			c := NewController()
 			c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
-			c.pacer.efficiency = 1 << 30
+			c.pacer = &pacer{efficiency: 1 << 30}
 			t0 := time.Unix(100, 0)
 			var inForce Pacing
 			var d Decision
@@ -219,7 +219,7 @@ func TestTheHeadroomBoundsAFastDirtier(t *testing.T) {
 	} {
 		c := NewController()
 		c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
-		c.pacer.efficiency = eff
+		c.pacer = &pacer{efficiency: eff}
 		x := scenarioInput(t0, 0, 13*mib, 0)
 		x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
 		c.Step(x) // past freerun: the pace begins
@@ -234,7 +234,7 @@ func TestTheHeadroomBoundsAFastDirtier(t *testing.T) {
 	// more than a CPU.
 	c := NewController()
 	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
-	c.pacer.efficiency = 100 * mib
+	c.pacer = &pacer{efficiency: 100 * mib}
 	x := scenarioInput(t0, 0, 13*mib, 0)
 	x.Dirty, x.Freezer, x.Pacer = limits, FreezerHeld, true
 	c.Step(x)
@@ -253,7 +253,7 @@ func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
 	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib} // freerun 12, setpoint 14
 	c := NewController()
 	c.bw = bandwidth{bw: bw, avg: bw, drainMeasured: true}
-	c.pacer.efficiency = 1 << 30
+	c.pacer = &pacer{efficiency: 1 << 30}
 	in := scenarioInput(time.Unix(100, 0), 0, 14*mib, 0)
 	in.Dirty, in.Freezer, in.Pacer, in.LevelWakes, in.ActiveInterval = limits, FreezerHeld, true, true, 50*ms
 	d := c.Step(in)
@@ -272,7 +272,7 @@ func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
 	}
 	in.LevelWakes = false
 	c2 := NewController()
-	c2.bw, c2.pacer.efficiency = c.bw, c.pacer.efficiency
+	c2.bw, c2.pacer = c.bw, &pacer{efficiency: c.pacer.efficiency}
 	if d := c2.Step(in); d.NextLook != PaceInterval || d.Wake.LevelAbove != memcg.NoLimit {
 		t.Errorf("without level wakes: NextLook %v, LevelAbove %d; want PaceInterval and no level wake", d.NextLook, d.Wake.LevelAbove)
 	}
@@ -284,6 +284,7 @@ func TestAPacedCgroupIsWokenAtTheEdgesOfItsPace(t *testing.T) {
 func TestAStaleTimerIsRefilledEveryPeriod(t *testing.T) {
 	least, short := PaceFor(0, 64*ms), PaceFor(0.25, 0) // 1 ms per 64 ms, 1 ms per 4 ms
 	c := NewController()
+	c.pacer = new(pacer) // a cgroup that has been paced
 	t0 := time.Unix(100, 0)
 	for _, tt := range []struct {
 		name       string
@@ -328,7 +329,7 @@ func TestTheLeastPacesPeriodFollowsTheDevice(t *testing.T) {
 	} {
 		c := NewController()
 		c.bw = bandwidth{bw: tt.bw, avg: tt.bw, drainMeasured: true}
-		c.pacer.efficiency = tt.eff
+		c.pacer = &pacer{efficiency: tt.eff}
 		got := c.periodCap(Input{PacePeriodCap: tt.cap})
 		if tt.want > MaxPacePeriod {
 			tt.want = MaxPacePeriod
@@ -339,7 +340,7 @@ func TestTheLeastPacesPeriodFollowsTheDevice(t *testing.T) {
 	}
 	c := NewController()
 	c.bw = bandwidth{bw: 100 * mib, avg: 100 * mib, drainMeasured: true}
-	c.pacer.efficiency = 1 << 30
+	c.pacer = &pacer{efficiency: 1 << 30}
 	first := c.periodCap(Input{})
 	c.bw.avg *= 2 // need 20 ms: within a factor of four of 64
 	if got := c.periodCap(Input{}); got != first {

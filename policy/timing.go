@@ -72,7 +72,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 		}
 	}
 	bg := in.Dirty.Background
-	if d.Pace.On() && !c.throttle.frozen {
+	if d.Pace.On() && !c.throttle.isFrozen() {
 		// The kernel holds the pace between looks; with level wake-ups
 		// the look comes when the pace must change, and a slow look
 		// keeps the bandwidth and efficiency estimates current.
@@ -86,7 +86,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 			need(t)
 		}
 	}
-	if c.throttle.frozen {
+	if c.throttle.isFrozen() {
 		// Every MinLook, not at the drain's expected end at the
 		// estimated bandwidth: a device completes writeback in bursts,
 		// tens of MiB after tens of ms of nothing, so a look sized from
@@ -96,7 +96,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 		need(MinLook)
 		d.Active = true
 	}
-	if !d.Idle() || dirty > 0 && dirty >= bg || c.throttle.episode {
+	if !d.Idle() || dirty > 0 && dirty >= bg || c.throttle.inEpisode() {
 		need(in.activeInterval())
 		d.Active = true
 	}
@@ -110,7 +110,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 		need(t)
 		d.Active = true
 	}
-	if c.throttle.episode && !c.throttle.frozen {
+	if c.throttle.inEpisode() && !c.throttle.frozen {
 		// Close the episode on time even if nothing else looks.
 		need(EpisodeLinger - in.Now.Sub(c.throttle.thawedAt))
 		if in.Tracker && c.dirtyRate > 0 {
@@ -125,7 +125,7 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 			need(time.Duration(float64(room) / c.dirtyRate * float64(time.Second)))
 		}
 	}
-	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.freezer() != FreezerNone && !c.throttle.frozen {
+	if t, ok := c.dirtyLook(in); ok && !in.Tracker && in.freezer() != FreezerNone && !c.throttle.isFrozen() {
 		need(t)
 		d.Active = true
 	}
@@ -164,7 +164,7 @@ func (c *Controller) dirtySpan(in Input) uint64 {
 // stopped costs a look per interval for that long.
 func (c *Controller) dirtyLook(in Input) (t time.Duration, ok bool) {
 	span := c.dirtySpan(in)
-	if span == 0 || c.quiet && !c.throttle.episode || c.dirtyRate <= 0 {
+	if span == 0 || c.quiet && !c.throttle.inEpisode() || c.dirtyRate <= 0 {
 		return 0, false
 	}
 	allow := float64(span) / LookFraction
@@ -216,7 +216,7 @@ func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 // actLevel is the dirty+writeback level at which the throttle must act
 // next: where a pace begins (freerun), or where the freezer takes over.
 func (c *Controller) actLevel(in Input) uint64 {
-	if in.Pacer && !c.pacer.on {
+	if in.Pacer && (c.pacer == nil || !c.pacer.on) {
 		return in.Dirty.Freerun()
 	}
 	return c.freezeLevel(in)

@@ -47,8 +47,11 @@ type cgroup struct {
 	// yet (Ready.Scanned).
 	firstScan bool
 
-	thr  throttle
-	pace pace
+	// thr and pace are the throttle's state, from the first decision
+	// that freezes or paces the cgroup on (nil before): most cgroups of
+	// a host are never throttled.
+	thr  *throttle
+	pace *pace
 
 	// status is the cgroup's status. Once a Ready has handed it out it
 	// is the driver's too and never changed again: edit copies it first.
@@ -121,11 +124,11 @@ func (c *Core) setState(st *cgroup) {
 	s := ""
 	switch {
 	case !st.managed:
-	case st.thr.frozen:
+	case st.thr.isFrozen():
 		s = state.StateFrozen
-	case st.pace.open:
+	case st.pace.isOpen():
 		s = state.StatePaced
-	case st.thr.open:
+	case st.thr.isOpen():
 		s = state.StateThrottled
 	case st.active:
 		s = state.StateActive
@@ -206,7 +209,7 @@ func (c *Core) startStep(st *cgroup) {
 	// tracker: only for cgroups managed, or not yet known not to be.
 	dirtied := c.cfg.Counter && (st.managed || !st.known)
 	c.observing++
-	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied, Paced: st.pace.episode}, p)
+	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied, Paced: st.pace.host()}, p)
 }
 
 // observed takes a step's observation: the controller decides, and its
@@ -285,20 +288,25 @@ func (c *Core) observed(p pendingOp, r Result) {
 	if c.cfg.Freezer && st.unavailable == "" {
 		fz = policy.FreezerHeld
 	}
-	pacer := c.cfg.Pacer && st.pace.unavailable == "" && !st.exempt
+	pacer := c.cfg.Pacer && (st.pace == nil || st.pace.unavailable == "") && !st.exempt
 	var unpaced int
 	var unpacedKnown bool
-	if r.Op.Paced != nil && r.Op.Paced == st.pace.episode {
-		st.pace.cpu = r.PacedCPU
-		unpaced, unpacedKnown = r.Unpaced, r.UnpacedKnown
+	var applied policy.Pacing
+	var pacedCPU time.Duration
+	if st.pace != nil {
+		if r.Op.Paced != nil && r.Op.Paced == st.pace.episode {
+			st.pace.cpu = r.PacedCPU
+			unpaced, unpacedKnown = r.Unpaced, r.UnpacedKnown
+		}
+		applied, pacedCPU = st.pace.applied, st.pace.cpu
 	}
 	d := st.ctrl.Step(policy.Input{
 		Now: r.At, Stat: s, Dirty: eff.Dirty, Watermarks: eff.Watermarks, WritebackFirst: eff.Knobs.WritebackFirst,
 		Exempt:  st.exempt,
 		Tracker: c.cfg.Tracker && s.Counters.HasDirtied, LevelWakes: c.cfg.Levels,
 		Reaction: c.cfg.Reaction, ActiveInterval: c.cfg.ActiveInterval,
-		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.frozen,
-		Pacer: pacer, Paced: st.pace.applied, PacedCPU: st.pace.cpu, PacePeriodCap: c.cfg.PacePeriodCap,
+		ReclaimStep: c.cfg.ReclaimStep, Freezer: fz, Frozen: fz == policy.FreezerHeld && st.thr.isFrozen(),
+		Pacer: pacer, Paced: applied, PacedCPU: pacedCPU, PacePeriodCap: c.cfg.PacePeriodCap,
 		Unpaced: unpaced, UnpacedKnown: unpacedKnown,
 		PacedBelow: c.pacedBelow(st.cg),
 	})
@@ -309,7 +317,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 			"dirty", s.Dirty, "writeback", s.Writeback, "dirtied", s.Counters.DirtiedBytes,
 			"next", d.NextLook, "hold_for", d.HoldFor, "run_for", d.RunFor,
 			"wake_dirtied", d.Wake.DirtiedAbove, "write_out", d.WriteOut, "reclaim", d.Reclaim,
-			"pace_quota", d.Pace.Quota, "pace_period", d.Pace.Period, "efficiency", st.ctrl.Efficiency(), "paced_cpu", st.pace.cpu,
+			"pace_quota", d.Pace.Quota, "pace_period", d.Pace.Period, "efficiency", st.ctrl.Efficiency(), "paced_cpu", pacedCPU,
 			"rate", st.ctrl.DirtyRate(), "bw", st.ctrl.WriteBandwidth(), "why", d.Why)
 	}
 	// The throttle first (policy.Decision): due now.
@@ -403,7 +411,9 @@ func (c *Core) acted(p pendingOp, r Result) {
 			ctr.WriteOuts++
 			ctr.WriteOutBytes += r.WriteOut.Bytes
 		}
-		st.thr.writtenOut += r.WriteOut.Bytes
+		if st.thr.isOpen() {
+			st.thr.writtenOut += r.WriteOut.Bytes
+		}
 		c.failed(st, "write out", r.Err)
 	case Flush:
 		st.ctrl.FlushDone(r.At, p.stat, errors.Is(r.Err, host.ErrNothingToFlush))

@@ -404,7 +404,7 @@ func (c *Core) Stop(now time.Time) {
 // stopped reports whether nothing of the throttle is left to undo.
 func (c *Core) stopped() bool {
 	for _, st := range c.order {
-		if st.thr.open || st.thr.busy || st.pace.open || st.pace.busy {
+		if st.thr.isOpen() || st.thr.isBusy() || st.pace.isOpen() || st.pace.isBusy() {
 			return false
 		}
 	}

@@ -42,9 +42,26 @@ type pace struct {
 	cpu   time.Duration
 }
 
+// isOpen, isBusy and host read a pace that may not be there
+// (cgroup.pace): none is closed and idle, with no episode of the host's.
+func (p *pace) isOpen() bool { return p != nil && p.open }
+func (p *pace) isBusy() bool { return p != nil && p.busy }
+func (p *pace) host() host.Paced {
+	if p == nil {
+		return nil
+	}
+	return p.episode
+}
+
 // carryPace carries out d's pace for st.
 func (c *Core) carryPace(st *cgroup, d policy.Decision) {
-	p := &st.pace
+	if st.pace == nil {
+		if !d.Pace.On() {
+			return // never paced, nor to be now
+		}
+		st.pace = new(pace)
+	}
+	p := st.pace
 	switch {
 	case d.Pace == p.cur && d.PaceRefill && p.open && !p.busy:
 		c.paceOp(st, SetPace) // the same pace, written again
@@ -68,8 +85,8 @@ func (c *Core) carryPace(st *cgroup, d policy.Decision) {
 
 // endPace ends st's open pacing episode, if any: its tasks released.
 func (c *Core) endPace(st *cgroup, why string) {
-	p := &st.pace
-	if !p.open {
+	p := st.pace
+	if !p.isOpen() {
 		return
 	}
 	p.open, p.cur, p.applied = false, policy.Pacing{}, policy.Pacing{}
@@ -98,7 +115,7 @@ func (c *Core) pacedBelow(cg host.Cgroup) bool {
 
 // paceOp queues an op of st's episode, after the one in flight.
 func (c *Core) paceOp(st *cgroup, k Kind) {
-	p := &st.pace
+	p := st.pace
 	if p.busy {
 		p.queued = append(p.queued, k)
 		return
@@ -109,7 +126,7 @@ func (c *Core) paceOp(st *cgroup, k Kind) {
 // sendPace hands out an op of st's episode with its latest pace; one that
 // has no episode (its Pace failed) is dropped.
 func (c *Core) sendPace(st *cgroup, k Kind) {
-	p := &st.pace
+	p := st.pace
 	op := Op{Kind: k, Cgroup: st.cg, Quota: p.cur.Quota, Period: p.cur.Period}
 	if k != Pace {
 		if p.episode == nil {
@@ -127,7 +144,7 @@ func (c *Core) sendPace(st *cgroup, k Kind) {
 // paced takes a pacing op's result.
 func (c *Core) paced(pd pendingOp, r Result) {
 	st := pd.cg
-	p := &st.pace
+	p := st.pace
 	p.busy = false
 	defer func() {
 		for !p.busy && len(p.queued) > 0 {

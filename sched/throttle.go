@@ -47,10 +47,22 @@ type throttle struct {
 	peak       uint64
 }
 
+// isOpen, isFrozen and isBusy read a throttle that may not be there
+// (cgroup.thr): none is closed, thawed and idle.
+func (t *throttle) isOpen() bool   { return t != nil && t.open }
+func (t *throttle) isFrozen() bool { return t != nil && t.frozen }
+func (t *throttle) isBusy() bool   { return t != nil && t.busy }
+
 // carry carries out d's freezer action, episode and deadlines for st,
 // observed as s.
 func (c *Core) carry(st *cgroup, d policy.Decision, s memcg.Stat) {
-	t := &st.thr
+	if st.thr == nil {
+		if d.Throttle != policy.ThrottleFreeze && !d.Episode {
+			return // never frozen, nor to be now
+		}
+		st.thr = new(throttle)
+	}
+	t := st.thr
 	t.gen++ // each decision replaces every pending deadline
 	if t.open {
 		t.peak = max(t.peak, s.DirtyAndWriteback())
@@ -92,7 +104,7 @@ func (c *Core) carry(st *cgroup, d policy.Decision, s memcg.Stat) {
 
 // thaw hands out a Thaw and counts the pause.
 func (c *Core) thaw(st *cgroup, paused time.Duration) {
-	t := &st.thr
+	t := st.thr
 	t.frozen = false
 	t.paused += paused
 	t.pauses++
@@ -105,8 +117,8 @@ func (c *Core) thaw(st *cgroup, paused time.Duration) {
 // holdPassed is HoldFor passing with no newer decision: thaw, freeze
 // again runAfter later if set; then step the cgroup.
 func (c *Core) holdPassed(st *cgroup, runAfter time.Duration) {
-	t := &st.thr
-	if !t.open || !t.frozen {
+	t := st.thr
+	if !t.isOpen() || !t.frozen {
 		return
 	}
 	c.thaw(st, c.now.Sub(t.since))
@@ -121,8 +133,8 @@ func (c *Core) holdPassed(st *cgroup, runAfter time.Duration) {
 // runPassed is RunFor passing with no newer decision: freeze again within
 // the episode, for MaxPause at most; then step the cgroup.
 func (c *Core) runPassed(st *cgroup) {
-	t := &st.thr
-	if !t.open || t.frozen {
+	t := st.thr
+	if !t.isOpen() || t.frozen {
 		return
 	}
 	t.frozen, t.since = true, c.now
@@ -137,7 +149,10 @@ func (c *Core) runPassed(st *cgroup) {
 // done, its line logged. why, if set, says why the Core ends it rather
 // than a decision.
 func (c *Core) endEpisode(st *cgroup, why string) {
-	t := &st.thr
+	t := st.thr
+	if t == nil {
+		return // never frozen
+	}
 	t.gen++
 	if !t.open {
 		return
@@ -164,7 +179,7 @@ func (c *Core) endEpisode(st *cgroup, why string) {
 // freezerOp queues a freezer op of st's, after the one in flight.
 func (c *Core) freezerOp(st *cgroup, k Kind) {
 	defer c.setState(st)
-	t := &st.thr
+	t := st.thr
 	if t.busy {
 		t.queued = append(t.queued, k)
 		return
@@ -175,7 +190,7 @@ func (c *Core) freezerOp(st *cgroup, k Kind) {
 // sendFreezer hands out a freezer op with the episode it acts on; one
 // that has no episode (its Freeze failed) is dropped.
 func (c *Core) sendFreezer(st *cgroup, k Kind) {
-	t := &st.thr
+	t := st.thr
 	op := Op{Kind: k, Cgroup: st.cg}
 	if k != Freeze {
 		if t.episode == nil {
@@ -193,7 +208,7 @@ func (c *Core) sendFreezer(st *cgroup, k Kind) {
 // throttled takes a freezer op's result.
 func (c *Core) throttled(p pendingOp, r Result) {
 	st := p.cg
-	t := &st.thr
+	t := st.thr
 	t.busy = false
 	defer func() {
 		for !t.busy && len(t.queued) > 0 {

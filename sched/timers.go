@@ -68,7 +68,7 @@ func (t timer) live() bool {
 	case timerLook:
 		return !t.cg.gone && t.gen == t.cg.lookGen
 	case timerHold, timerRun:
-		return !t.cg.gone && t.gen == t.cg.thr.gen
+		return !t.cg.gone && t.cg.thr != nil && t.gen == t.cg.thr.gen
 	case timerBorn:
 		return !t.cg.gone
 	}

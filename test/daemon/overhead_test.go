@@ -93,6 +93,7 @@ func TestOverhead(t *testing.T) {
 		settleCPU, idleCPU    time.Duration
 		wall                  time.Duration
 		rss, hwm              uint64
+		anon, file            uint64 // of rss: anonymous (the Go heap, stacks) and file-backed (the binary)
 		fds                   int
 		stat                  time.Duration // a stat of every cgroup
 		statHWM               uint64        // peak RSS after it
@@ -138,7 +139,7 @@ func TestOverhead(t *testing.T) {
 		cpu0, wall0 := cpuTime(t, pid), time.Now()
 		time.Sleep(window)
 		r.idleCPU, r.wall = cpuTime(t, pid)-cpu0, time.Since(wall0)
-		r.rss, r.hwm = memory(t, pid)
+		r.rss, r.hwm, r.anon, r.file = memory(t, pid)
 		r.fds = openFiles(t, pid)
 		// One `memcgd stat` of every cgroup, after the measurement: the
 		// daemon builds the whole answer in memory.
@@ -147,7 +148,7 @@ func TestOverhead(t *testing.T) {
 			t.Errorf("%d cgroups: the daemon reports %d (%v), want %d: the parent and its children", n, got, err, n+1)
 		}
 		r.stat = time.Since(statStart)
-		_, r.statHWM = memory(t, pid)
+		_, r.statHWM, _, _ = memory(t, pid)
 		d.stop()
 		rows = append(rows, r)
 		t.Logf("%d cgroups: idle %.3f%% of a core, RSS %d MiB (peak %d MiB)", n,
@@ -156,12 +157,12 @@ func TestOverhead(t *testing.T) {
 
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "cgroups\tcreate\tready\tsettled\tsettle CPU\tidle CPU s/s\tRSS MiB\tpeak RSS MiB\topen fds\tstat all\tpeak RSS after MiB\t")
+	fmt.Fprintln(tw, "cgroups\tcreate\tready\tsettled\tsettle CPU\tidle CPU s/s\tRSS MiB\tanon MiB\tfile MiB\tpeak RSS MiB\topen fds\tstat all\tpeak RSS after MiB\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%v\t%v\t%v\t%v\t%.5f\t%.1f\t%.1f\t%d\t%v\t%.1f\t\n", r.n,
+		fmt.Fprintf(tw, "%d\t%v\t%v\t%v\t%v\t%.5f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%v\t%.1f\t\n", r.n,
 			r.create.Round(time.Millisecond), r.ready.Round(time.Millisecond), r.settle.Round(100*time.Millisecond),
 			r.settleCPU.Round(10*time.Millisecond), r.idleCPU.Seconds()/r.wall.Seconds(),
-			float64(r.rss)/mib, float64(r.hwm)/mib, r.fds, r.stat.Round(time.Millisecond), float64(r.statHWM)/mib)
+			float64(r.rss)/mib, float64(r.anon)/mib, float64(r.file)/mib, float64(r.hwm)/mib, r.fds, r.stat.Round(time.Millisecond), float64(r.statHWM)/mib)
 	}
 	tw.Flush()
 	t.Logf("memcgd run idle over N empty cgroups with a limit, cgroup %s, idle window %v:\n%s", l.Memory.Version, window, b.String())
@@ -246,8 +247,9 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 }
 
 // memory returns pid's resident set and its peak, VmRSS and VmHWM of
-// /proc/PID/status, in bytes.
-func memory(t *testing.T, pid int) (rss, hwm uint64) {
+// /proc/PID/status, and of the resident set the anonymous and the
+// file-backed parts (RssAnon, RssFile), in bytes.
+func memory(t *testing.T, pid int) (rss, hwm, anon, file uint64) {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -255,20 +257,27 @@ func memory(t *testing.T, pid int) (rss, hwm uint64) {
 	}
 	for line := range strings.Lines(string(b)) {
 		name, v, ok := strings.Cut(line, ":")
-		if !ok || name != "VmRSS" && name != "VmHWM" {
+		var to *uint64
+		switch name {
+		case "VmRSS":
+			to = &rss
+		case "VmHWM":
+			to = &hwm
+		case "RssAnon":
+			to = &anon
+		case "RssFile":
+			to = &file
+		}
+		if !ok || to == nil {
 			continue
 		}
 		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
 			t.Fatalf("/proc/%d/status: %s: %v", pid, name, err)
 		}
-		if name == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+		*to = kb << 10
 	}
-	return rss, hwm
+	return rss, hwm, anon, file
 }
 
 // openFiles counts pid's open file descriptors.

@@ -30,7 +30,11 @@ func TestStopRemovesEmptyFreezerMirrors(t *testing.T) {
 	// 1 MiB writes under a 4 MiB dirty limit: the writers dirty faster
 	// than the write-out drains, so the throttle, the freezer here, must
 	// act (with 4 KiB writes and 16 MiB the write-out alone held one).
-	const limit, dirtyBytes, written, block = 256 * mib, 4 * mib, 96 * mib, mib
+	// Off the VM's throttled disk each writes four times as much: 96 MiB
+	// took a host's 2.5 GB/s disk and the write-out tens of milliseconds,
+	// in which a writer was once never frozen.
+	const dirtyBytes, block = 4 * mib, mib
+	limit, written := uint64(1<<30)/uint64(slow()), int64(384*mib)/int64(slow())
 	parent := cgrouptest.New(t, l, 0)
 	exited, running := host.Cgroup(path.Join(string(parent.Path), "exited")), host.Cgroup(path.Join(string(parent.Path), "running"))
 	exitedDir, runningDir := l.Freezer.Dir(exited), l.Freezer.Dir(running)

@@ -178,14 +178,18 @@ func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
 // free memory, as the kernel's global dirtyable memory does
 // (mm/page-writeback.c, global_dirtyable_memory).
 func (fs *FS) Observe(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
-	before := fs.squeezes.mark(cg)
+	v1 := fs.layout.Memory.Version == layout.V1 // only v1 reclaim squeezes
+	var before squeezeMark
+	if v1 {
+		before = fs.squeezes.mark(cg)
+	}
 	r := fs.reader()
 	s, err := r.Observe(cg)
 	fs.putReader(r)
 	if err != nil {
 		return s, err
 	}
-	if fs.layout.Memory.Version == layout.V1 {
+	if v1 {
 		// v1's limit is Max too (observe.Reader.Observe).
 		s.Limit = before.limit(s.Limit, fs.squeezes.mark(cg))
 		s.Max = s.Limit

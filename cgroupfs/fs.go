@@ -47,6 +47,9 @@ type FS struct {
 	// squeezes are the v1 limit squeezes of Reclaim, which Observe
 	// looks through.
 	squeezes squeezes
+	// anchor holds the v1 freezer's freezer_active key enabled while FS
+	// freezes through it.
+	anchor anchorHold
 }
 
 // idleReaders is how many idle Readers FS keeps: the agent's workers and
@@ -145,14 +148,16 @@ func (fs *FS) putReader(r *observe.Reader) {
 	}
 }
 
-// Close closes the files FS keeps open for reading, and removes the v1
+// Close closes the files FS keeps open for reading, removes the v1
 // freezer cgroups FS made for the throttle (EnsureFreezer's mirrors) that
-// are empty: at the daemon's exit, once every episode has ended, they
-// would otherwise stay. A mirror that still holds tasks stays, as
-// act/freezer_v1.go explains. FS may be used again; it reopens the files,
-// and makes a mirror again where a freeze needs one.
+// are empty, and thaws and removes the v1 freezer anchor: at the daemon's
+// exit, once every episode has ended, they would otherwise stay. A mirror
+// that still holds tasks stays, as act/freezer_v1.go explains. FS may be
+// used again; it reopens the files, and makes a mirror or the anchor
+// again where a freeze needs one.
 func (fs *FS) Close() {
 	fs.fast.removeMirrors()
+	fs.releaseAnchor()
 	for {
 		select {
 		case r := <-fs.readers:
@@ -274,6 +279,7 @@ func (fs *FS) Pause(ctx context.Context, cg host.Cgroup, d time.Duration) error 
 	if fs.journal == nil {
 		return fmt.Errorf("pause %s: read-only host has no journal", cg)
 	}
+	fs.holdAnchor(ctx, cg)
 	var made []string
 	err := act.PauseMirrored(ctx, fs.layout, fs.procRoot, cg, d, fs.journal, &made)
 	fs.fast.froze(cg, made, err)

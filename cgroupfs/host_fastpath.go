@@ -31,6 +31,7 @@ func (fs *FS) Freeze(ctx context.Context, cg host.Cgroup) (host.Frozen, error) {
 	if fs.journal == nil {
 		return nil, fmt.Errorf("freeze %s: read-only host has no journal", cg)
 	}
+	fs.holdAnchor(ctx, cg)
 	var made []string
 	f, err := act.FreezeMirrored(ctx, fs.layout, fs.procRoot, cg, fs.journal, &made)
 	fs.fast.froze(cg, made, err)

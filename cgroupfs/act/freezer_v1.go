@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,6 +106,9 @@ func EnsureFreezer(l layout.Layout, procRoot string, cg host.Cgroup) (FreezerMir
 	if cg == "/" {
 		return m, unavailable("the root cgroup cannot be frozen")
 	}
+	if path.Base(string(cg)) == AnchorName {
+		return m, unavailable("its freezer cgroup would be memcgd's frozen anchor (%s), which would stop its tasks for good", AnchorName)
+	}
 	m.Dir = l.Freezer.Dir(cg)
 	if m.Dir == "" {
 		return m, unavailable("outside the mounted freezer subtree %s of %s", l.Freezer.Root, l.Freezer.Mount)
@@ -175,6 +179,10 @@ func freezerMoves(l layout.Layout, procRoot string, cg host.Cgroup, memDir strin
 		}
 		switch placeTask(cg, memory, freezer) {
 		case taskMove:
+			if path.Base(string(memory)) == AnchorName {
+				return nil, &ThrottleUnavailable{Cgroup: cg, Reason: fmt.Sprintf(
+					"task %d is in memory cgroup %s, whose freezer cgroup would be memcgd's frozen anchor, which would stop it for good", pid, memory)}
+			}
 			moves = append(moves, freezerMove{pid, memory})
 		case taskForeign:
 			return nil, &ThrottleUnavailable{Cgroup: cg, Reason: fmt.Sprintf(

@@ -10,13 +10,15 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
 
 // At exit (FS.Close) the freezer cgroups FS made for the throttle go, once
 // empty, though their memory cgroups stay: a mirror whose tasks have all
-// exited is removed, one that still holds a task stays.
+// exited is removed, one that still holds a task stays. The freezer
+// anchor, frozen from the first freeze on, is thawed and removed.
 func TestFSCloseRemovesEmptyMirrors(t *testing.T) {
 	l, p := v1Freezer(t)
 	v1only := l
@@ -42,7 +44,8 @@ func TestFSCloseRemovesEmptyMirrors(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
-	fs := cgrouptest.FS(t, v1only, "/", cgrouptest.Journal(t, l), nil)
+	anchor := l.Freezer.Dir(host.Cgroup(path.Join(string(p.Path), act.AnchorName)))
+	fs := cgrouptest.FS(t, v1only, p.Path, cgrouptest.Journal(t, l), nil)
 	ec, bc := memoryOnly(t, l, empty), memoryOnly(t, l, busy)
 	gone := startWriter(t, ec.Dir, emptyDir)
 	startWriter(t, bc.Dir, busyDir)
@@ -59,6 +62,9 @@ func TestFSCloseRemovesEmptyMirrors(t *testing.T) {
 		if _, err := os.Stat(d); err != nil {
 			t.Fatalf("no freezer mirror after Freeze: %v", err)
 		}
+	}
+	if got := readState(t, anchor); got != journal.FreezerFrozenV1 {
+		t.Errorf("after the freezes: the anchor's freezer.state %q, want %q", got, journal.FreezerFrozenV1)
 	}
 	if err := gone.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -87,5 +93,8 @@ func TestFSCloseRemovesEmptyMirrors(t *testing.T) {
 	}
 	if _, err := os.Stat(busyDir); err != nil {
 		t.Errorf("after Close: %s, which holds a task: %v, want it left", busyDir, err)
+	}
+	if _, err := os.Stat(anchor); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Close: the anchor %s: %v, want it removed", anchor, err)
 	}
 }

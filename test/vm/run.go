@@ -137,8 +137,14 @@ func qemuArgs(cfg Config, initrd, disk string) []string {
 	if cfg.WriteBPS > 0 {
 		drive += ",throttling.bps-write=" + strconv.FormatInt(cfg.WriteBPS, 10)
 	}
+	// loglevel=5 in place of quiet: a soft lockup's registers and stack
+	// print at the default message level (4), which quiet hides
+	// (kernel/watchdog.c watchdog_timer_fn), and a hang then says where,
+	// on every CPU. softlockup_panic ends the VM there (panic=-1 with
+	// -no-reboot): the report's kernel line already fails the run
+	// (kernelCrash), so waiting for the timeout would only cost minutes.
 	params := []string{
-		"console=ttyS0", "quiet", "panic=-1",
+		"console=ttyS0", "loglevel=5", "softlockup_all_cpu_backtrace=1", "softlockup_panic=1", "panic=-1",
 		"memcgd.cgroup=" + string(cfg.Cgroup),
 		"memcgd.write_bps=" + strconv.FormatInt(max(cfg.WriteBPS, 0), 10),
 	}

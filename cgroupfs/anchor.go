@@ -40,6 +40,9 @@ func (fs *FS) holdAnchor(ctx context.Context, cg host.Cgroup) {
 		return
 	}
 	h.a = a
+	if fs.log != nil {
+		fs.log.Info("v1 freezer anchor held: freezes and thaws leave the kernel's freezer_active key on", "dir", a.Dir(), "frozen_by_memcgd", a.Held())
+	}
 }
 
 // releaseAnchor lets the anchor go (FS.Close).

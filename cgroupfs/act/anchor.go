@@ -35,7 +35,7 @@ import (
 // managed subtree's place in the v1 freezer hierarchy. A memory cgroup of
 // that name is never given a freezer mirror (EnsureFreezer): its tasks
 // would join the anchor and stay frozen.
-const AnchorName = "memcgd.anchor"
+const AnchorName = journal.AnchorName
 
 // FreezerAnchor is a held anchor; Release lets it go.
 type FreezerAnchor struct {

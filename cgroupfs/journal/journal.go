@@ -426,12 +426,18 @@ func (j *Journal) undo(c Change) (wrote bool, why string, err error) {
 	}
 	if !ours {
 		if sameValue(c.Path, cur, c.Original) {
+			if isAnchor(c) {
+				return false, "", removeAnchor(c.Path)
+			}
 			return false, "", nil // undone already
 		}
 		return false, fmt.Sprintf("changed since by another writer to %q", cur), nil
 	}
 	if err := ctlfile.Write(c.Path, c.Original); err != nil {
 		return false, "", err
+	}
+	if isAnchor(c) {
+		return true, "", removeAnchor(c.Path)
 	}
 	return true, "", nil
 }

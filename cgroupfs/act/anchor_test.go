@@ -15,6 +15,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/sandbox"
 )
@@ -61,11 +62,7 @@ func TestFreezerAnchor(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l, p := v1Freezer(t)
-			dir := l.Freezer.Dir(host.Cgroup(path.Join(string(p.Path), act.AnchorName)))
-			t.Cleanup(func() { // whatever the test left
-				_ = sandbox.WriteFile(filepath.Join(dir, journal.FileFreezerV1), journal.FreezerThawedV1)
-				_ = os.Remove(dir)
-			})
+			dir := anchorDir(t, l, p.Path)
 			tt.before(t, dir)
 			j := cgrouptest.Journal(t, l)
 			a, err := act.HoldFreezerAnchor(context.Background(), l, p.Path, j)
@@ -113,11 +110,7 @@ func TestFreezerAnchor(t *testing.T) {
 // recovery at the next start thaws it and removes it.
 func TestRecoverThawsTheAnchorACrashLeft(t *testing.T) {
 	l, p := v1Freezer(t)
-	dir := l.Freezer.Dir(host.Cgroup(path.Join(string(p.Path), act.AnchorName)))
-	t.Cleanup(func() {
-		_ = sandbox.WriteFile(filepath.Join(dir, journal.FileFreezerV1), journal.FreezerThawedV1)
-		_ = os.Remove(dir)
-	})
+	dir := anchorDir(t, l, p.Path)
 	jpath := filepath.Join(t.TempDir(), "journal")
 	j, err := journal.OpenJournal(jpath, l)
 	if err != nil {
@@ -160,6 +153,18 @@ func TestEnsureFreezerRefusesTheAnchorsName(t *testing.T) {
 	}
 }
 
+// anchorDir is the anchor's directory beneath under, thawed and removed
+// at cleanup whatever the test left there.
+func anchorDir(t *testing.T, l layout.Layout, under host.Cgroup) string {
+	t.Helper()
+	dir := l.Freezer.Dir(host.Cgroup(path.Join(string(under), act.AnchorName)))
+	t.Cleanup(func() {
+		_ = sandbox.WriteFile(filepath.Join(dir, journal.FileFreezerV1), journal.FreezerThawedV1)
+		_ = os.Remove(dir)
+	})
+	return dir
+}
+
 func mkdirAnchor(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -190,26 +195,26 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// freezeCycleRounds and freezeCycles size TestFreezeThawCyclesKeepTheHostRunning:
-// without the anchor, Debian's 6.1 livelocked within 2 to 5 rounds of 100
-// cycles in the test VM, in 3 runs of 3 (docs/freezer.md).
+// freezeCycleRounds and freezeCycles size TestFreezeThawCyclesKeepTheHostRunning
+// as test/vm/freezer-cycles.sh's rounds, which without an anchor locked up
+// Debian's 6.1 within 2 to 5 rounds in the test VM, 3 runs of 3.
 const (
 	freezeCycleRounds = 8
 	freezeCycles      = 100
 )
 
 // The throttle's freeze-thaw cycles, on memory-only cgroups whose writers
-// FS moves into freezer mirrors, keep the host running: with the kernel's
-// freezer_active key held by the anchor, no freeze or thaw rewrites
-// kernel text. On a kernel that livelocks without it the VM's soft-lockup
-// watchdog ends the run (test/vm).
+// FS moves into freezer mirrors, run with the anchor held throughout and
+// the writers progressing. This test alone has not reproduced the
+// livelock without the anchor (docs/freezer.md); if a kernel does, the
+// VM's soft-lockup watchdog ends the run (test/vm).
 func TestFreezeThawCyclesKeepTheHostRunning(t *testing.T) {
 	l, p := v1Freezer(t)
 	v1only := l
 	v1only.Unified = nil // the v1 freezer, as on a host without a unified mirror
 	fs := cgrouptest.FS(t, v1only, p.Path, cgrouptest.Journal(t, l), nil)
 	defer fs.Close()
-	anchor := l.Freezer.Dir(host.Cgroup(path.Join(string(p.Path), act.AnchorName)))
+	anchor := anchorDir(t, l, p.Path)
 	for round := range freezeCycleRounds {
 		cg := host.Cgroup(path.Join(string(p.Path), "cycle"+strconv.Itoa(round)))
 		c := memoryOnly(t, l, cg)

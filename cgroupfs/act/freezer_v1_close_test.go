@@ -44,7 +44,7 @@ func TestFSCloseRemovesEmptyMirrors(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
-	anchor := l.Freezer.Dir(host.Cgroup(path.Join(string(p.Path), act.AnchorName)))
+	anchor := anchorDir(t, l, p.Path)
 	fs := cgrouptest.FS(t, v1only, p.Path, cgrouptest.Journal(t, l), nil)
 	ec, bc := memoryOnly(t, l, empty), memoryOnly(t, l, busy)
 	gone := startWriter(t, ec.Dir, emptyDir)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 
@@ -135,10 +134,6 @@ func UsesV1Freezer(l layout.Layout, cg host.Cgroup) bool {
 	if l.Freezer == nil {
 		return false
 	}
-	if dir, ok := l.UnifiedDir(cg); ok {
-		if _, err := os.Stat(filepath.Join(dir, journal.FileFreeze)); err == nil {
-			return false
-		}
-	}
-	return true
+	dir, ok := l.UnifiedDir(cg)
+	return !ok || !hasFreeze(dir)
 }

@@ -245,7 +245,7 @@ func freezerOf(l layout.Layout, procRoot string, cg host.Cgroup, made *[]string)
 		file := filepath.Join(dir, journal.FileFreeze)
 		fz := freezer{file: file, freeze: "1", thaw: "0", dir: dir, hierarchy: "cgroup v2",
 			frozen: func() (bool, error) { return frozenV2(dir) }}
-		if _, err := os.Stat(file); err == nil { // the root cgroup has none
+		if hasFreeze(dir) {
 			return fz, sameTasks(dir, memDir)
 		}
 		tried = append(tried, file)
@@ -279,6 +279,13 @@ func freezerOf(l layout.Layout, procRoot string, cg host.Cgroup, made *[]string)
 			"no freezer.state in a v1 freezer hierarchy): %w", errors.ErrUnsupported)
 	}
 	return freezer{}, fmt.Errorf("no freezer file among %s: %w", strings.Join(tried, ", "), errors.ErrUnsupported)
+}
+
+// hasFreeze reports whether the unified-hierarchy cgroup at dir has a
+// cgroup.freeze: the root cgroup has none.
+func hasFreeze(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, journal.FileFreeze))
+	return err == nil
 }
 
 // frozenV2 reads the "frozen" key of dir/cgroup.events, which turns 1 once

@@ -16,20 +16,27 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/cgroupfs/watch"
+	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/internal/stats"
 )
 
 // An unpaced writer (1 GiB in 1 MiB writes, as cp or a bulk load writes;
-// 128 MiB in the VM) into a 100 MiB cgroup with dirty_bytes 16M and
+// 256 MiB in the VM) into a 100 MiB cgroup with dirty_bytes 16M and
 // dirty_background_bytes 8M, its dirty plus writeback sampled every 2 ms,
 // with the eBPF tracker (a wake-up within a millisecond of the dirtying)
 // and on the fallback path (the daemon polls a dirtying cgroup at an
-// adaptive interval). What must hold on any machine: the writer is
-// throttled, its p50 stays at or below dirty_bytes, its p99 below
-// p99Bound x dirty_bytes (both after each round's start, startup), and it
-// is never left frozen. The p99 targets
-// (1.25 x dirty_bytes with the tracker, 1.5 x without) are performance
-// figures of an idle machine, measured and tabled by experiments/e2
+// adaptive interval). What must hold on any machine: the daemon first
+// looks at the writer within its bound, the writer is throttled, its p50
+// stays below the backstop's level (a fifth above dirty_bytes), its p99
+// below p99Bound x dirty_bytes (both from startup after that first
+// look), and it is never left frozen. The first look comes at once where
+// the kernel notifies (a v1 usage threshold, the tracker); on cgroup v2
+// without the tracker it comes at the usage poll (v2 has no usage
+// thresholds: docs/watch.md), up to dirty_background_bytes /
+// watch.DefaultUsageRate after a start from idle. The p99 targets (1.25 x
+// dirty_bytes with the tracker, 1.5 x without) are performance figures
+// of an idle machine, measured and tabled by experiments/e2
 // (docs/results.md); here they only say when a throttle is owed.
 // The same writer in a sibling cgroup the daemon does not manage, run
 // interleaved with it, is the stock figure the throughput is compared
@@ -50,11 +57,11 @@ const (
 	trackerOff = "off"
 )
 
-// startup is the start of each round, in which the daemon first sees
-// the writer and moves its threads into a pace group: 20-60 ms on a
-// 2-core 6.18 host, in which a writer at 1.5 GB/s dirties tens of MiB,
-// and on the fallback path, whose first look comes at its poll, up to
-// the cgroup's limit. The percentiles are of the samples after it; its
+// startup is the start of the throttle in each round, from the daemon's
+// first look at the writer: it moves the writer's threads into a pace
+// group (20-60 ms on a 2-core 6.18 host, in which a writer at 1.5 GB/s
+// dirties tens of MiB) or freezes it until the device has drained what
+// it dirtied unseen. The percentiles are of the samples after it; its
 // peak is logged. experiments/e2 measures the whole run.
 const startup = 100 * time.Millisecond
 
@@ -75,11 +82,12 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	)
 	// MiB written per run, in 1 MiB writes, and rounds: 1 GiB twice on
 	// the host; in the VM, whose emulated disk writes at tens of MiB/s,
-	// 128 MiB once (still eight times the limit), so that the suite ends
-	// within CI's time there too.
+	// 256 MiB once (still sixteen times the limit, and seconds after a
+	// first look that the usage poll can leave two seconds late), so
+	// that the suite ends within CI's time there too.
 	size, rounds := 1024, 2
 	if slow() > 1 {
-		size, rounds = 128, 1
+		size, rounds = 256, 1
 	}
 	managed := cgrouptest.New(t, l, 0)
 	w := managed.Child(t, "writer")
@@ -109,6 +117,14 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	wantPath, wantTracker := "path=poll", uint64(0)
 	if tracker == trackerOn {
 		wantPath, wantTracker = "path=tracker", 1
+	}
+	// firstLookBound is how late the daemon may first look at a writer
+	// that starts from idle: at once where the kernel notifies it (a v1
+	// usage threshold, the tracker), else at the v2 usage poll of a
+	// cgroup dirty_background_bytes below its threshold and not growing.
+	firstLookBound := startup * slow()
+	if tracker == trackerOff && l.Memory.Version == layout.V2 {
+		firstLookBound += time.Duration(float64(background) / watch.DefaultUsageRate * float64(time.Second))
 	}
 	if _, ok := d.waitLog(0, readyTimeout, "dirty tracking", wantPath); !ok {
 		t.Errorf("the daemon did not log the dirty-tracking path in force (want %s)", wantPath)
@@ -162,15 +178,23 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	for r := range rounds {
 		stockSamples, _, stockRate, _ := write(stock, fmt.Sprintf("stock-%d", r))
 		samples, at, rate, start := write(w, fmt.Sprintf("managed-%d", r))
+		look, ok := firstLook(d.logText(), start, managed.Path, w.Path)
+		if !ok {
+			t.Fatalf("round %d: the daemon never looked at %s or %s while its writer ran", r, managed.Path, w.Path)
+		}
+		if look > firstLookBound {
+			t.Errorf("round %d: the daemon first looked at the writer %v after its start, later than %v", r, look.Round(time.Millisecond), firstLookBound)
+		}
 		var startPeak uint64
 		for i, x := range samples {
-			if at[i] < startup {
+			if at[i] < look+startup {
 				startPeak = max(startPeak, x)
 				continue
 			}
 			all = append(all, x)
 		}
-		t.Logf("round %d: the start (its first %v): peak %d MiB", r, startup, startPeak/mib)
+		t.Logf("round %d: the daemon's first look %v after the writer's start; until %v after it, peak %d MiB",
+			r, look.Round(time.Millisecond), startup, startPeak/mib)
 		ratios = append(ratios, rate/stockRate)
 		p50, p99 := percentile(samples, 50), percentile(samples, 99)
 		t.Logf("round %d: stock %.0f MiB/s, with memcgd %.0f MiB/s (%.0f %%); dirty+writeback p50 %.2f, p99 %.2f x dirty_bytes (%d samples; stock's p99 %.2f x)",
@@ -230,19 +254,15 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	if throttled(st) == 0 && float64(p99) > bound*dirtyBytes {
 		t.Errorf("memcgd stat: no pace nor freeze with p99 %.2f x dirty_bytes: the writer was never throttled", float64(p99)/dirtyBytes)
 	}
-	// The level moves by the writer's writes, 1 MiB each: the pace, as
-	// the kernel's own throttle (balance_dirty_pages_ratelimited, after
-	// the pages are dirtied), acts between them, so a level held at the
-	// limit reads one write above it. In the VM the kernel's own v2 memcg
-	// dirty limit holds the stock writer near 1.25 x dirty_bytes too,
-	// and the samples come tens of milliseconds apart: a tenth of the
-	// limit is the grain of its p50.
-	p50Bound := float64(dirtyBytes + writeSize)
-	if slow() > 1 {
-		p50Bound = 1.1 * dirtyBytes
-	}
+	// The median is bounded by where the policy itself takes the pace
+	// for failed and freezes: a fifth of the limit past it
+	// (policy/freeze.go, backstopLevel). The pace's grain is a quota's
+	// burst and the scheduler tick it overruns by (docs/throttle.md,
+	// "Resolution"), which on a fast host can pass a 16 MiB limit, so
+	// the level moves about the limit by up to that much.
+	p50Bound := 1.2 * dirtyBytes
 	if float64(p50) > p50Bound {
-		t.Errorf("p50 of dirty+writeback %.1f MiB, over %.1f MiB (dirty_bytes %d MiB and one write)", float64(p50)/mib, p50Bound/mib, dirtyBytes/mib)
+		t.Errorf("p50 of dirty+writeback %.1f MiB, over %.1f MiB (the backstop's level; dirty_bytes %d MiB)", float64(p50)/mib, p50Bound/mib, dirtyBytes/mib)
 	}
 	if float64(p99) > p99Bound*dirtyBytes {
 		t.Errorf("p99 of dirty+writeback %.2f x dirty_bytes, over %.0f x: the throttle did not hold the level", float64(p99)/dirtyBytes, p99Bound)
@@ -278,6 +298,28 @@ func reniceDaemon(t *testing.T, d *daemon, v string) {
 		}
 	}
 	t.Logf("memcgd (pid %d, %d threads) at nice %d", pid, len(tasks), n)
+}
+
+// firstLook is how long after start the daemon's debug log first has a
+// decision for one of cgroups (it logs one for each step of a cgroup at
+// work: sched.Core).
+func firstLook(log string, start time.Time, cgroups ...host.Cgroup) (time.Duration, bool) {
+	for l := range strings.Lines(log) {
+		ts, rest, ok := strings.Cut(l, " ")
+		if !ok || !strings.Contains(rest, "msg=decision ") {
+			continue
+		}
+		tm, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(ts, "time="))
+		if err != nil || tm.Before(start.Truncate(time.Millisecond)) {
+			continue
+		}
+		for _, c := range cgroups {
+			if strings.Contains(rest, " cgroup="+string(c)+" ") {
+				return max(tm.Sub(start), 0), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // longestAbove returns the longest run of samples above level: when it

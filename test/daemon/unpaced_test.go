@@ -305,12 +305,8 @@ func reniceDaemon(t *testing.T, d *daemon, v string) {
 // work: sched.Core).
 func firstLook(log string, start time.Time, cgroups ...host.Cgroup) (time.Duration, bool) {
 	for l := range strings.Lines(log) {
-		ts, rest, ok := strings.Cut(l, " ")
-		if !ok || !strings.Contains(rest, "msg=decision ") {
-			continue
-		}
-		tm, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(ts, "time="))
-		if err != nil || tm.Before(start.Truncate(time.Millisecond)) {
+		tm, rest, ok := logLine(l)
+		if !ok || !strings.Contains(rest, "msg=decision ") || tm.Before(start.Truncate(time.Millisecond)) {
 			continue
 		}
 		for _, c := range cgroups {
@@ -320,6 +316,18 @@ func firstLook(log string, start time.Time, cgroups ...host.Cgroup) (time.Durati
 		}
 	}
 	return 0, false
+}
+
+// logLine splits a line of the daemon's log (slog's text handler) into
+// its time and the rest; ok is false for a line that does not begin with
+// a time.
+func logLine(l string) (at time.Time, rest string, ok bool) {
+	ts, rest, ok := strings.Cut(l, " ")
+	if !ok || !strings.HasPrefix(ts, "time=") {
+		return time.Time{}, "", false
+	}
+	at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(ts, "time="))
+	return at, rest, err == nil
 }
 
 // longestAbove returns the longest run of samples above level: when it
@@ -452,12 +460,8 @@ func excursionTrace(log string, samples []uint64, at []time.Duration, start time
 	}
 	n := 0
 	for _, l := range strings.Split(log, "\n") {
-		ts, rest, ok := strings.Cut(l, " ")
-		if !ok || !strings.HasPrefix(ts, "time=") || !strings.Contains(rest, "level=DEBUG") {
-			continue
-		}
-		tm, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(ts, "time="))
-		if err != nil {
+		tm, rest, ok := logLine(l)
+		if !ok || !strings.Contains(rest, "level=DEBUG") {
 			continue
 		}
 		if d := tm.Sub(start); d >= from-time.Millisecond && d <= until && n < most {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -13,24 +12,25 @@ import (
 // callCPU is the CPU time spent carrying out each kind of op: the host
 // calls, most of it in the kernel (a write-out's sync_file_range submits
 // the pages, a reclaim reclaims), the rest the daemon's own reading and
-// parsing. A worker is locked to its thread for the op, so the thread's
-// CPU clock around it is the op's, and the goroutines the op hands work to
-// (cgroupfs/safeio's bounded operations) add theirs through a
-// cputime.Sink.
+// parsing. A worker is locked to its thread for the op except while it
+// waits for the goroutines it hands work to (cputime.Measure and Wait),
+// so the thread's CPU clock over each stretch is the op's, and those
+// goroutines (cgroupfs/safeio's bounded operations) add theirs through
+// the same cputime.Sink.
 type callCPU struct {
 	ns, n [256]atomic.Int64 // CPU time and calls, by sched.Kind
 }
 
 // measured carries out op on the calling worker, counting its CPU time.
-// The thread is locked for the op alone: a worker locked while it waits
-// for its next op would cost a thread switch at each hand-off.
+// The thread is locked for the op alone, and not while the op waits for
+// the goroutines it hands work to (cputime.Wait): a locked goroutine
+// costs two thread switches at each such wait, and one locked while it
+// waits for its next op would cost them at each hand-off.
 func (x *executor) measured(ctx context.Context, op sched.Op) sched.Result {
 	var sink cputime.Sink
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	before := cputime.Thread()
-	r := x.a.do(cputime.WithSink(ctx, &sink), op)
-	x.a.calls.add(op.Kind, cputime.Thread()-before+sink.Load())
+	var r sched.Result
+	cputime.Measure(cputime.WithSink(ctx, &sink), func(ctx context.Context) { r = x.a.do(ctx, op) })
+	x.a.calls.add(op.Kind, sink.Load())
 	return r
 }
 

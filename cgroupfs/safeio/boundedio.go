@@ -160,7 +160,7 @@ func (b *BoundedIO) Run(ctx context.Context, key Key, fn, abandon func()) error 
 	abandoned := false // guarded by mu
 	go func() {
 		// Its CPU time is the caller's operation's (cputime.Sink).
-		cputime.Measure(ctx, fn)
+		cputime.Measure(ctx, func(context.Context) { fn() })
 		b.mu.Lock()
 		// Closing done under mu makes the caller's "finished or
 		// abandoned" decision and this one agree.
@@ -180,13 +180,17 @@ func (b *BoundedIO) Run(ctx context.Context, key Key, fn, abandon func()) error 
 	timer := time.NewTimer(b.opts.Timeout)
 	defer timer.Stop()
 	var why error
-	select {
-	case <-done:
+	cputime.Wait(ctx, func() {
+		select {
+		case <-done:
+		case <-timer.C:
+			why = fmt.Errorf("%s: no answer within %v: %w", key, b.opts.Timeout, ErrStuck)
+		case <-ctx.Done():
+			why = fmt.Errorf("%s: %w: %w", key, ErrStuck, ctx.Err())
+		}
+	})
+	if why == nil {
 		return nil
-	case <-timer.C:
-		why = fmt.Errorf("%s: no answer within %v: %w", key, b.opts.Timeout, ErrStuck)
-	case <-ctx.Done():
-		why = fmt.Errorf("%s: %w: %w", key, ErrStuck, ctx.Err())
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

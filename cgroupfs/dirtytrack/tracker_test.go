@@ -86,6 +86,18 @@ func dirtyWB(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup) uint64 {
 	return stat(t, c, "file_dirty") + stat(t, c, "file_writeback")
 }
 
+// awaitDirtyWB reads c's dirty+writeback until ok accepts it, for up to
+// 3 s, and returns the last reading: memory.stat lags the page counters
+// (see agree).
+func awaitDirtyWB(t *testing.T, l cgroupfs.Layout, c *cgrouptest.Cgroup, ok func(uint64) bool) uint64 {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if v := dirtyWB(t, l, c); ok(v) || time.Now().After(deadline) {
+			return v
+		}
+	}
+}
+
 // agree runs write, which dirties fresh pages charged to c, and returns the
 // tracker's count for id over it and the growth of c's memory.stat
 // dirty+writeback, once they agree within slack or after 3 tries.
@@ -111,14 +123,7 @@ func agree(t *testing.T, l cgroupfs.Layout, tr *dirtytrack.Tracker, c *cgrouptes
 			t.Fatal(err)
 		}
 		got = now - counted
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			grew = int64(dirtyWB(t, l, c)) - int64(before)
-			if agrees(got, grew) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		grew = int64(awaitDirtyWB(t, l, c, func(v uint64) bool { return agrees(got, int64(v)-int64(before)) })) - int64(before)
 		if agrees(got, grew) {
 			break
 		}
@@ -962,25 +967,16 @@ func TestCancelledCountsADeletedDirtyFile(t *testing.T) {
 	if err := tr.Watch(id, dirtytrack.Never); err != nil {
 		t.Fatal(err)
 	}
-	// memory.stat lags the page counters (agree), and on a shared
-	// machine another process's sync(2) may write the file back before
-	// its deletion: wait for memory.stat to show the pages dirty, and for
-	// it to show their fall after the delete; try again with a new file
-	// when the pages were written back meanwhile.
-	settled := func(ok func(uint64) bool) uint64 {
-		t.Helper()
-		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if v := dirtyWB(t, l, c); ok(v) || time.Now().After(deadline) {
-				return v
-			}
-		}
-	}
+	// On a shared machine another process's sync(2) may write the file
+	// back before its deletion: wait for memory.stat to show the pages
+	// dirty, and for it to show their fall after the delete; try again
+	// with a new file when the pages were written back meanwhile.
 	var before, after dirtytrack.Counts
 	var fell int64
 	for try := 1; ; try++ {
 		file := filepath.Join(diskDir(t), fmt.Sprintf("doomed-%d", try))
 		cgrouptest.DirtyFile(t, c, file, 16*mib)
-		dirty := settled(func(v uint64) bool { return v >= 12*mib })
+		dirty := awaitDirtyWB(t, l, c, func(v uint64) bool { return v >= 12*mib })
 		var err error
 		if before, err = tr.Counts(id); err != nil {
 			t.Fatal(err)
@@ -991,7 +987,7 @@ func TestCancelledCountsADeletedDirtyFile(t *testing.T) {
 		if after, err = tr.Counts(id); err != nil {
 			t.Fatal(err)
 		}
-		fell = int64(dirty) - int64(settled(func(v uint64) bool { return v+8*mib <= dirty }))
+		fell = int64(dirty) - int64(awaitDirtyWB(t, l, c, func(v uint64) bool { return v+8*mib <= dirty }))
 		if fell >= 8*mib || try == 3 {
 			break
 		}
@@ -1052,21 +1048,21 @@ func TestLevelAgreesWithMemoryStat(t *testing.T) {
 	check := func(what string) {
 		t.Helper()
 		var got, want int64
-		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			got, want = level(), int64(dirtyWB(t, l, c))-base
+		var match bool
+		awaitDirtyWB(t, l, c, func(v uint64) bool {
+			got, want = level(), int64(v)-base
 			d := got - want
 			if d < 0 {
 				d = -d
 			}
-			if uint64(d) <= slack(uint64(max(want, 0))) {
-				t.Logf("%s: level %d, memory.stat dirty+writeback %d since the watch", what, got, want)
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s: level %d bytes, memory.stat's dirty+writeback moved %d since the watch", what, got, want)
-				return
-			}
+			match = uint64(d) <= slack(uint64(max(want, 0)))
+			return match
+		})
+		if !match {
+			t.Errorf("%s: level %d bytes, memory.stat's dirty+writeback moved %d since the watch", what, got, want)
+			return
 		}
+		t.Logf("%s: level %d, memory.stat dirty+writeback %d since the watch", what, got, want)
 	}
 	file := filepath.Join(dir, "level")
 	cgrouptest.DirtyFile(t, c, file, 24*mib)

@@ -9,14 +9,10 @@ import (
 // Measure adds fn's CPU time to the context's Sink, and runs fn the same
 // without one.
 func TestMeasureAddsToTheSink(t *testing.T) {
-	spin := func() {
-		for start := Thread(); Thread()-start < 20*time.Millisecond; {
-		}
-	}
 	var s Sink
 	ctx := WithSink(context.Background(), &s)
 	done := make(chan struct{})
-	go func() { Measure(ctx, func(context.Context) { spin() }); close(done) }()
+	go func() { Measure(ctx, func(context.Context) { spin(20 * time.Millisecond) }); close(done) }()
 	<-done
 	if got := s.Load(); got < 20*time.Millisecond || got > time.Second {
 		t.Errorf("sink holds %v after a 20ms spin on another goroutine, want about 20ms", got)
@@ -32,10 +28,6 @@ func TestMeasureAddsToTheSink(t *testing.T) {
 // counts its CPU time on both sides of the wait and the CPU time the
 // goroutines it waits for measure into the same Sink.
 func TestWaitCountsBothSidesOfTheWait(t *testing.T) {
-	spin := func(d time.Duration) {
-		for start := Thread(); Thread()-start < d; {
-		}
-	}
 	tests := []struct {
 		name     string
 		helper   time.Duration // CPU the goroutine waited for spins, measured
@@ -72,5 +64,11 @@ func TestWaitWithoutMeasure(t *testing.T) {
 	Wait(context.Background(), func() { ran = true })
 	if !ran {
 		t.Error("wait did not run")
+	}
+}
+
+// spin uses d of the calling thread's CPU time.
+func spin(d time.Duration) {
+	for start := Thread(); Thread()-start < d; {
 	}
 }

@@ -45,8 +45,9 @@ type FS struct {
 	// unaccounted.
 	readers chan *observe.Reader
 	// squeezes are the v1 limit squeezes of Reclaim, which Observe
-	// looks through.
-	squeezes squeezes
+	// looks through; squeezeLog spaces out their info lines.
+	squeezes   squeezes
+	squeezeLog squeezeLog
 	// anchor holds the v1 freezer's freezer_active key enabled while FS
 	// freezes through it.
 	anchor anchorHold
@@ -226,7 +227,11 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n, usage uint64) (uin
 			defer fs.squeezes.end(cg)
 		}
 	}
-	return act.Reclaim(ctx, fs.layout, cg, n, usage, fs.journal, fs.log)
+	log := fs.log
+	if fs.layout.Memory.Version == layout.V1 {
+		log = fs.squeezeLog.logger(log, cg, time.Now())
+	}
+	return act.Reclaim(ctx, fs.layout, cg, n, usage, fs.journal, log)
 }
 
 // WriteOut starts write-out of cg's own files in chunks, from where its

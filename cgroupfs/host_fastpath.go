@@ -55,6 +55,7 @@ func (fs *FS) Forget(cg host.Cgroup) {
 	fs.writeOuts.Forget(cg)
 	fs.fast.forget(cg)
 	fs.squeezes.forget(cg)
+	fs.squeezeLog.forget(cg)
 	if fs.pacer != nil {
 		fs.pacer.Forget(cg)
 	}

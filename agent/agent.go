@@ -53,9 +53,10 @@ type Options struct {
 	ReclaimStep                                           uint64
 	// NoPace keeps the freezer as the throttle where the host could pace
 	// (--pace=off); PacePeriodCap is the longest period of a pace
-	// (policy.Input.PacePeriodCap).
-	NoPace        bool
-	PacePeriodCap time.Duration
+	// (policy.Input.PacePeriodCap); PacedReportGap holds back the reports
+	// of a paced cgroup (sched.Config.PacedReportGap).
+	NoPace                        bool
+	PacePeriodCap, PacedReportGap time.Duration
 	// DryRun observes and decides but changes nothing (sched.Config.DryRun).
 	DryRun bool
 	// StopTimeout bounds how long Run waits, once its context is done,
@@ -227,9 +228,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		Tracker: a.tracker, TrackingReason: a.tracking, Levels: a.levels, Freezer: freezer, Pacer: pacer, Counter: counter,
 		Workers: a.opts.Workers, ActiveInterval: a.opts.ActiveInterval, Reaction: a.opts.Reaction,
 		ScanInterval: a.opts.ScanInterval, AuditInterval: a.opts.AuditInterval, ReclaimStep: a.opts.ReclaimStep,
-		PacePeriodCap: a.opts.PacePeriodCap,
-		DryRun:        a.opts.DryRun,
-		Log:           level,
+		PacePeriodCap: a.opts.PacePeriodCap, PacedReportGap: a.opts.PacedReportGap,
+		DryRun: a.opts.DryRun,
+		Log:    level,
 	}, time.Now())
 	x := newExecutor(a, core)
 	x.start(ctx)

@@ -29,9 +29,12 @@ type cgroup struct {
 
 	// The schedule: queued in Core.queue; stepping while its Observe is
 	// in flight, again when it was woken meanwhile; timed while its next
-	// look is on the heap, at lookGen (older entries are stale).
-	queued, stepping, again, timed bool
-	lookGen                        uint64
+	// look is on the heap, at lookAt and lookGen (older entries are
+	// stale); stepAt is when its last step began, and held says a report
+	// came within Config.PacedReportGap of it.
+	queued, stepping, again, timed, held bool
+	lookGen                              uint64
+	lookAt, stepAt                       time.Time
 	// active and throttled are the last decision's Active and Episode.
 	active, throttled bool
 	// writing says a write-out or flush of its is in flight, reclaiming
@@ -193,6 +196,7 @@ func (c *Core) startStep(st *cgroup) {
 	st.stepping = true
 	st.timed = false
 	st.lookGen++
+	st.stepAt = c.now
 	paths := host.Ancestors(st.cg)
 	p := pendingOp{cg: st, cached: make([]memcg.Stat, len(paths)), fromCache: make([]bool, len(paths))}
 	var read []host.Cgroup
@@ -217,14 +221,20 @@ func (c *Core) startStep(st *cgroup) {
 func (c *Core) observed(p pendingOp, r Result) {
 	st := p.cg
 	st.stepping = false
-	again := st.again
-	st.again = false
+	again, held := st.again, st.held
+	st.again, st.held = false, false
 	if st.gone || c.stopping {
 		return
 	}
 	defer func() {
-		if again && !st.gone {
+		switch {
+		case st.gone:
+		case again:
 			c.enqueue(st)
+		case held && c.paceHolds(st):
+			c.lookBy(st, st.stepAt.Add(c.cfg.PacedReportGap))
+		case held:
+			c.enqueue(st) // the pace ended: nothing holds the cgroup
 		}
 	}()
 	c.noteScanned(st)
@@ -343,8 +353,43 @@ func (c *Core) observed(p pendingOp, r Result) {
 // look puts st's next step on the timer heap at t.
 func (c *Core) look(st *cgroup, t time.Time) {
 	st.lookGen++
-	st.timed = true
+	st.timed, st.lookAt = true, t
 	c.at(timer{at: t, kind: timerLook, cg: st, gen: st.lookGen})
+}
+
+// lookBy has st's next step come by t: a look already due by then stays.
+func (c *Core) lookBy(st *cgroup, t time.Time) {
+	if st.timed && !st.lookAt.After(t) {
+		return
+	}
+	c.look(st, t)
+}
+
+// paceHolds reports whether reports of st may wait: a gap is set, and a
+// pace limits st's tasks.
+func (c *Core) paceHolds(st *cgroup) bool {
+	return c.cfg.PacedReportGap > 0 && st.pace.isOpen() && st.pace.applied.Limited()
+}
+
+// holdReport holds a report of st back until Config.PacedReportGap after
+// its last step began, while a pace limits its tasks; it reports whether
+// it did. One being stepped is looked at then, unless its decision looks
+// sooner; one queued is stepped soon anyway.
+func (c *Core) holdReport(st *cgroup) bool {
+	if !c.paceHolds(st) {
+		return false
+	}
+	by := st.stepAt.Add(c.cfg.PacedReportGap)
+	if !c.now.Before(by) {
+		return false
+	}
+	switch {
+	case st.stepping:
+		st.held = true
+	case !st.queued:
+		c.lookBy(st, by)
+	}
+	return true
 }
 
 // arm hands out a Watch when w differs from the watch armed.

@@ -77,6 +77,16 @@ type Config struct {
 	// PacePeriodCap is the longest CFS period of a pace
 	// (policy.Input.PacePeriodCap).
 	PacePeriodCap time.Duration
+	// PacedReportGap, where positive, is the least time from a step of a
+	// cgroup whose pace limits its tasks to the next that a watcher's
+	// report may ask for; its decision's own looks are not held back.
+	// The kernel holds the pace between looks. With the tracker a writer
+	// dirtying gigabytes a second passes its thresholds faster than the
+	// daemon can look, and the steps then take as much CPU as the daemon
+	// gets; a gap trades the level's hold for that CPU
+	// (docs/throttle.md, "How often a paced cgroup is looked at"). 0:
+	// every report is taken at once.
+	PacedReportGap time.Duration
 	// Log is the least level of the records Ready hands out; nil is info.
 	Log slog.Leveler
 	// DryRun: observe and decide, but hand out no op that changes
@@ -314,11 +324,14 @@ func (c *Core) Tick(now time.Time) {
 // PSI event): its NextLook, derived from its dirtying rate, already
 // bounds what it dirties unseen. With the tracker every report is a
 // threshold the last decision armed for this very moment, and NextLook is
-// no bound at all.
+// no bound at all; with Config.PacedReportGap, a report of a cgroup whose
+// pace limits its tasks waits for the gap's end after its last step.
 func (c *Core) Report(now time.Time, cg host.Cgroup) {
 	c.now = now
 	if st := c.cgroups[cg]; st != nil {
-		c.wake(st, !c.cfg.Tracker)
+		if hint := !c.cfg.Tracker; hint || !c.holdReport(st) {
+			c.wake(st, hint)
+		}
 	}
 }
 

@@ -651,3 +651,69 @@ func TestAShortenedPaceIsWrittenAgainUntilTheOldPeriodEnds(t *testing.T) {
 		t.Errorf("after the least pace's period: %d refills of a pace whose period did not shorten since, want none", unexplained)
 	}
 }
+
+// With the tracker and Config.PacedReportGap, a report of a cgroup whose
+// pace limits its tasks is taken no sooner than the gap after its last step
+// began: the kernel holds the pace between looks. The cgroup's own looks
+// (its decision's NextLook) are not held back; a cgroup not paced, or any
+// cgroup without a gap, is stepped at the report.
+func TestAReportOfAPacedCgroupWaitsForTheGap(t *testing.T) {
+	const gap = 2 * ms
+	for _, tt := range []struct {
+		name     string
+		level    uint64        // dirty+writeback: paced past the background threshold
+		after    time.Duration // from the last step to the report
+		duringIt bool          // the report comes while a step is in flight
+		noGap    bool          // Config.PacedReportGap 0
+		at       time.Duration // from the last step to the next, 0: at the report
+	}{
+		{name: "paced, a report within the gap waits for its end", level: 14 * mib, after: gap / 4, at: gap},
+		{name: "paced, a report past the gap steps at once", level: 14 * mib, after: gap + ms/2},
+		{name: "paced, a report during a step: looked at the gap after it began", level: 14 * mib, duringIt: true, at: gap},
+		{name: "not paced, below the background threshold: at once", level: 4 * mib, after: gap / 4},
+		{name: "paced, no gap set: at once", level: 14 * mib, noGap: true, after: gap / 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Policy: dirtyConfig(), Tracker: true, Pacer: true, Counter: true, PacedReportGap: gap}
+			if tt.noGap {
+				cfg.PacedReportGap = 0
+			}
+			w := newWorld(t, cfg, "/", root, "/a", pacedStat(0, tt.level))
+			w.settle()
+			w.c.Report(w.now, "/a")
+			w.advance(20 * ms) // the episode begins, the pace in force
+			if paced := w.paced["/a"].Limited(); paced != (tt.level > 8*mib) {
+				t.Fatalf("pace in force %+v at %d MiB; the test wants it limiting past the background threshold only", w.paced["/a"], tt.level/mib)
+			}
+			w.c.Kick(w.now, "/a") // a step now: the last one
+			w.settle()
+			last, steps := w.now, w.count(Observe, "/a")
+			if tt.duringIt {
+				w.hold[Observe] = true
+				w.c.Kick(w.now, "/a")
+				w.settle()
+				last, steps = w.now, steps+1
+				w.c.Report(w.now, "/a")
+				w.hold[Observe] = false
+				w.release(Observe)
+			} else {
+				w.advance(tt.after)
+				w.c.Report(w.now, "/a")
+				w.settle()
+			}
+			if tt.at == 0 {
+				if n := w.count(Observe, "/a"); n != steps+1 {
+					t.Errorf("%d steps at the report, want one", n-steps)
+				}
+				return
+			}
+			if n := w.count(Observe, "/a"); n != steps {
+				t.Fatalf("stepped %d times before the gap's end", n-steps)
+			}
+			w.advance(last.Add(tt.at).Sub(w.now))
+			if n := w.count(Observe, "/a"); n != steps+1 {
+				t.Errorf("%d steps by %v after the last one, want one", n-steps, tt.at)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/memcgd/memcgd/host"
 	"github.com/memcgd/memcgd/metrics"
 	"github.com/memcgd/memcgd/overrides"
+	"github.com/memcgd/memcgd/policy"
 	"github.com/memcgd/memcgd/state"
 )
 
@@ -58,6 +59,7 @@ type runFlags struct {
 	dryRun                             bool
 	workers                            int
 	activeInterval, scanInterval       time.Duration
+	pacedReportGap                     time.Duration
 	reaction, schedSlice               time.Duration
 	logLevel                           string
 	dirtyTracker, pace                 string
@@ -118,6 +120,7 @@ first run.`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "observe, decide, count and log what the daemon would do, and change nothing (no write-out, reclaim, freeze or pace; the journal is not recovered)")
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
+	fl.DurationVar(&f.pacedReportGap, "paced-report-gap", 0, "least time from one look at a cgroup whose writers are paced to the next that a wake-up may ask for, at most the paced look's 5 ms; the kernel holds the pace meanwhile: less of the daemon's CPU for a looser hold on the dirty level (docs/throttle.md); 0 takes every wake-up at once")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
@@ -153,6 +156,9 @@ func (f *runFlags) check() error {
 	}
 	if err := checkSchedSlice(f.schedSlice); err != nil {
 		return usage(err)
+	}
+	if f.pacedReportGap < 0 || f.pacedReportGap > policy.PaceInterval {
+		return usagef("--paced-report-gap: invalid value %v: allowed 0 (every wake-up at once) to %v (the paced look's interval)", f.pacedReportGap, policy.PaceInterval)
 	}
 	if f.workers <= 0 {
 		return usagef("--workers: invalid value %d: allowed 1 or more", f.workers)
@@ -308,7 +314,7 @@ func run(ctx context.Context, f *runFlags) error {
 	a, err := agent.New(agent.Options{
 		Host: fs, Watcher: w, Config: cfg, Overrides: ov, Log: log, Self: self,
 		Workers: f.workers, ActiveInterval: f.activeInterval, ScanInterval: f.scanInterval,
-		Reaction: f.reaction, NoPace: !pace, PacePeriodCap: periodCap,
+		Reaction: f.reaction, NoPace: !pace, PacePeriodCap: periodCap, PacedReportGap: f.pacedReportGap,
 		DryRun: f.dryRun,
 	})
 	if err != nil {

@@ -21,6 +21,11 @@ const (
 type armEnv struct {
 	journal    lab.Journal
 	hasJournal bool
+	// settle is the slowest write+fdatasync of a settled disk
+	// (lab.Settle): each arm begins once the disk answers within it.
+	settle time.Duration
+	// idle is how long the disk is left idle before each arm's probe.
+	idle time.Duration
 }
 
 // victims are the three victims' reports and what was read around them.
@@ -48,6 +53,11 @@ type result struct {
 	load0, load1 string
 	// wall is the arm's time, its setup and cleanup included.
 	wall time.Duration
+	// settleWait is how long the disk took to settle before the arm,
+	// settleSlowest the slowest probe of its last round, settled whether
+	// that was within the bound.
+	settleWait, settleSlowest time.Duration
+	settled                   bool
 }
 
 // alone runs the victims for e.solo without the noisy writer nor memcgd.
@@ -208,6 +218,10 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, env armEnv, tag, src 
 	start := time.Now()
 	defer func() { res.wall = time.Since(start) }()
 	if err := lab.DropCaches(); err != nil {
+		return res, err
+	}
+	s := lab.Settle{File: b.File("e4-settle"), Bound: env.settle, Probes: lab.SettleProbes, Limit: lab.SettleLimit, Pause: lab.SettlePause, Idle: env.idle}
+	if res.settleWait, res.settleSlowest, res.settled, err = s.Wait(ctx); err != nil {
 		return res, err
 	}
 	res.load0, _ = lab.LoadAvg()

@@ -33,6 +33,12 @@
 // looks), noreclaim (no background reclaim), slice0 (the kernel's default
 // scheduler slice for the daemon's threads).
 //
+// Before each arm the caches are written back and dropped, the disk is
+// left idle for -idle and then probed until small write+fdatasync pairs
+// answer as on an idle disk (lab.Settle): without the idle time, on this
+// lab's virtual disk, whichever arm ran second in a run had the log's p99
+// several times the first's, whichever it was.
+//
 // Each run also measures the victims alone, without the noisy writer nor
 // memcgd. Beside the figures it reports the evidence needed to tell the
 // suspects apart: each victim thread's time waiting for a CPU
@@ -97,6 +103,7 @@ func main() {
 	flag.Var(&e.bgRate, "bg-rate", "pace of the buffered writer in the third cgroup, bytes per second")
 	flag.Var(&e.bgChunk, "bg-chunk", "bytes per write(2) of the buffered writer")
 	flag.BoolVar(&e.fsync, "fsync", true, "fsync the noisy writer's file at the end, inside the victims' window, so that every arm puts the same bytes on the disk within it; without, the window ends with the writes, and what the kernel has not written back by then falls outside it")
+	flag.DurationVar(&e.idle, "idle", 40*time.Second, "how long the disk is left idle before each arm, after sync(2) and before the probe that waits for it to settle: a virtual disk's host may write an arm's data out long after the guest's sync")
 	flag.DurationVar(&e.solo, "solo", 10*time.Second, "how long the victims run alone in each run (0: not at all)")
 	flag.DurationVar(&e.stackEvery, "stack-every", 5*time.Millisecond, "interval at which the victims' and the journal's kernel stacks are sampled (0: not sampled)")
 	sources := flag.String("sources", "zero", "the noisy writer's sources, comma-separated: zero (/dev/zero), pipe (a pipe fed by a thread in its cgroup)")
@@ -117,7 +124,7 @@ type experiment struct {
 	size, limit, dirty, chunk, block lab.Size
 	rate                             lab.Size
 	bgRate, bgChunk                  lab.Size
-	solo, stackEvery                 time.Duration
+	solo, stackEvery, idle           time.Duration
 	fsync                            bool
 	sources                          []string
 }
@@ -196,7 +203,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		s.medians[src], s.ratios[src] = lab.NewMedians(names...), &lab.Targets{}
 		s.stacks[src] = map[string]lab.Stacks{}
 	}
-	env := armEnv{journal: journal, hasJournal: hasJournal}
+	env := armEnv{journal: journal, hasJournal: hasJournal, idle: e.idle}
 	for run := 1; run <= b.Runs; run++ {
 		var solo victims
 		if e.solo > 0 {
@@ -207,6 +214,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 			aloneRows(t, s.alone, solo)
 			fmt.Printf("### Victims alone (no noisy writer, no memcgd), run %d\n\n%s\n", run, t)
 		}
+		env.settle = settleBound(solo)
 		for _, src := range e.sources {
 			res := make([]result, len(b.Arms))
 			for _, i := range lab.Order(run, len(b.Arms)) {
@@ -245,4 +253,13 @@ type summary struct {
 	// task name.
 	stacks map[string]map[string]lab.Stacks
 	alone  *lab.Medians
+}
+
+// settleBound is the slowest write+fdatasync of a settled disk: four times
+// the log's p99 alone, and at least 2 ms; 10 ms without the victims alone.
+func settleBound(solo victims) time.Duration {
+	if solo.sync.Ops == 0 {
+		return 10 * time.Millisecond
+	}
+	return max(4*solo.sync.Latency.P99, 2*time.Millisecond)
 }

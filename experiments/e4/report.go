@@ -157,6 +157,14 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 	field := func(name string) func(result) float64 {
 		return daemon(func(d lab.DaemonResult) float64 { return float64(d.Fields[name]) })
 	}
+	num("disk settle before the arm (s): the wait for its probe (lab.Settle)", "%.1f", func(r result) float64 { return r.settleWait.Seconds() })
+	num("disk settle: the slowest probe of its last round (ms)", "%.2f", func(r result) float64 { return ms(r.settleSlowest) })
+	text("disk settled before the arm", func(r result) string {
+		if r.settled {
+			return "yes"
+		}
+		return "no: the limit passed"
+	})
 	text("load average (1, 5, 15 min) at the arm's start", func(r result) string { return r.load0 })
 	num("load average (1 min) at the arm's start", "%.2f", func(r result) float64 { return loadOne(r.load0) })
 	num("load average (1 min) at the arm's end", "%.2f", func(r result) float64 { return loadOne(r.load1) })

@@ -40,19 +40,20 @@ const (
 // returns how long it waited, the slowest pair of the last round and
 // whether that was within Bound.
 func (s Settle) Wait(ctx context.Context) (waited, slowest time.Duration, settled bool, err error) {
-	f, err := os.OpenFile(s.File, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("settle probe: %w", err)
-	}
-	defer os.Remove(s.File)
-	defer f.Close()
-	buf := make([]byte, 4096)
 	start := time.Now()
+	// Idle before the probe's file exists: its creation is a write too.
 	select {
 	case <-ctx.Done():
 		return 0, 0, false, ctx.Err()
 	case <-time.After(s.Idle):
 	}
+	f, err := os.OpenFile(s.File, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return time.Since(start), 0, false, fmt.Errorf("settle probe: %w", err)
+	}
+	defer os.Remove(s.File)
+	defer f.Close()
+	buf := make([]byte, 4096)
 	lat := make([]time.Duration, s.Probes)
 	for {
 		for i := range lat {

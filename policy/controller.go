@@ -174,9 +174,14 @@ func (c *Controller) Step(in Input) Decision {
 	// writeback_chunk_size). Stopping at the threshold instead left the
 	// device idle whenever a freeze came with dirty below it, as it does
 	// when dirty+writeback reaches the limit mostly as writeback. So
-	// within an episode the cgroup's files are written out whenever they
-	// hold more than seed 000's MIN_WB_DIRTY_PAGES.
-	if d.Episode && s.Dirty > MinWbDirtyPages*memcg.PageSize {
+	// within an episode, and while the pace is on, the cgroup's files are
+	// written out whenever they hold more than seed 000's
+	// MIN_WB_DIRTY_PAGES. For the pace it also shapes what the device
+	// gets: a write-out at each step submits the few megabytes dirtied
+	// since the last, where one at the background threshold submitted
+	// the whole threshold's worth at once, and a neighbour's fdatasync
+	// on the same device waited behind that burst.
+	if (d.Episode || c.paced()) && s.Dirty > MinWbDirtyPages*memcg.PageSize {
 		d.WriteOut = true
 		d.Why |= ReasonThrottle
 	}

@@ -376,3 +376,37 @@ func TestReclaimThatFindsNothingBacksOff(t *testing.T) {
 		t.Errorf("a reclaim step of new page cache did not end the backoff")
 	}
 }
+
+func TestThePaceKeepsEveryDirtyPageInFlight(t *testing.T) {
+	const kib = 1 << 10
+	min := uint64(MinWbDirtyPages * memcg.PageSize) // 256 KiB
+	// dirty_bytes 16M, dirty_background_bytes 8M: freerun 12 MiB.
+	steps := []struct {
+		name             string
+		at               time.Duration
+		dirty, writeback uint64
+		wantWriteOut     bool
+	}{
+		{"below the background threshold, never paced: the kernel waits", 0, 4 * mib, 2 * mib, false},
+		{"dirty+writeback past the background threshold, dirty below it: paced, and written out", 1 * ms, 3 * mib, 7 * mib, true},
+		{"MIN_WB_DIRTY_PAGES exactly: not worth a pass", 2 * ms, min, 11 * mib, false},
+		{"a page more", 3 * ms, min + 4*kib, 11 * mib, true},
+		{"back below the background threshold, the pace lingering: still written out", 10 * ms, 1 * mib, 2 * mib, true},
+		{"the pace released, PaceLinger later: back to the background threshold", 10*ms + PaceLinger, 1 * mib, 2 * mib, false},
+	}
+	c := NewController()
+	t0 := time.Unix(100, 0)
+	var paced Pacing
+	for _, st := range steps {
+		in := scenarioInput(t0.Add(st.at), st.dirty, st.writeback, 0)
+		in.Freezer, in.Pacer, in.Paced = FreezerHeld, true, paced
+		d := c.Step(in)
+		paced = d.Pace
+		if d.WriteOut != st.wantWriteOut {
+			t.Errorf("%s (dirty %d KiB, writeback %d KiB): WriteOut %v, want %v", st.name, st.dirty/kib, st.writeback/kib, d.WriteOut, st.wantWriteOut)
+		}
+		if st.wantWriteOut && d.Why&ReasonThrottle == 0 {
+			t.Errorf("%s: Why = %v, want ReasonThrottle among them", st.name, d.Why)
+		}
+	}
+}

@@ -99,6 +99,9 @@ type FSOptions struct {
 	// (act.DefaultWriteOutBudget when 0); each operation on a
 	// filesystem is bounded by IO.
 	WriteOutBudget time.Duration
+	// WriteOutGap spaces a write-out's chunks (act.WriteOutsOptions.Gap);
+	// 0 submits them back to back.
+	WriteOutGap time.Duration
 }
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
@@ -111,7 +114,7 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 	if err != nil {
 		return nil, err
 	}
-	wo, err := act.NewWriteOuts(bio, procRoot, l, act.WriteOutsOptions{Budget: opts.WriteOutBudget})
+	wo, err := act.NewWriteOuts(bio, procRoot, l, act.WriteOutsOptions{Budget: opts.WriteOutBudget, Gap: opts.WriteOutGap})
 	if err != nil {
 		return nil, fmt.Errorf("fs options: %w", err)
 	}

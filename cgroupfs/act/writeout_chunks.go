@@ -96,11 +96,33 @@ const WriteOutQueueFull = 2 * time.Millisecond
 // the next write-out, at the cgroup's next step.
 const DefaultWriteOutBudget = 10 * time.Millisecond
 
+// SpacedChunk is the range a chunk covers when the write-out spaces its
+// chunks (WriteOutsOptions.Gap): the self-paced writer's megabyte, which
+// the device gets as one request at a time rather than the four a
+// WriteChunk may become.
+const SpacedChunk = 1 << 20
+
+// MaxWriteOutGap bounds WriteOutsOptions.Gap: a gap of a millisecond
+// already caps one write-out at a gigabyte a second.
+const MaxWriteOutGap = time.Millisecond
+
 // WriteOutsOptions configures WriteOuts.
 type WriteOutsOptions struct {
 	// Budget is how long a write-out goes on starting chunks; one chunk
 	// is always started. Default DefaultWriteOutBudget.
 	Budget time.Duration
+	// Gap, if not zero, spaces a write-out's chunks: each covers
+	// SpacedChunk, and the next is not started until Gap after the last
+	// one's call returned (a sweep's call, which finds little, excepted).
+	// A write-out that submits its megabytes back to back hands the
+	// device a burst that a neighbour's fdatasync on the same device
+	// waits behind; spaced, the device gets them about as the self-paced
+	// writer submits its own. It costs the writer throughput, the more
+	// the faster it dirties, since the write-out holds the cgroup's next
+	// action meanwhile. At most MaxWriteOutGap.
+	Gap time.Duration
+	// sleep waits; tests replace it.
+	sleep func(time.Duration)
 	// sync is sync_file_range(fd, off, n, SYNC_FILE_RANGE_WRITE); tests
 	// replace it.
 	sync func(fd int, off, n int64) error
@@ -150,6 +172,12 @@ func NewWriteOuts(bio *safeio.BoundedIO, procRoot string, l layout.Layout, opts 
 	case opts.Budget == 0:
 		opts.Budget = DefaultWriteOutBudget
 	}
+	if opts.Gap < 0 || opts.Gap > MaxWriteOutGap {
+		return nil, fmt.Errorf("write-out options: Gap %v: want 0 (none) to %v", opts.Gap, MaxWriteOutGap)
+	}
+	if opts.sleep == nil {
+		opts.sleep = time.Sleep
+	}
 	if opts.sync == nil {
 		opts.sync = func(fd int, off, n int64) error {
 			return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
@@ -159,6 +187,14 @@ func NewWriteOuts(bio *safeio.BoundedIO, procRoot string, l layout.Layout, opts 
 		opts.now = time.Now
 	}
 	return &WriteOuts{bio: bio, procRoot: procRoot, layout: l, opts: opts, cursors: make(map[host.Cgroup]*cursor)}, nil
+}
+
+// chunk is the most one chunk covers.
+func (w *WriteOuts) chunk() int64 {
+	if w.opts.Gap > 0 {
+		return SpacedChunk
+	}
+	return WriteChunk
 }
 
 // Forget drops cg's cursor.
@@ -340,6 +376,9 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 		started  = make(map[int]bool)
 		stopped  = -1 // the first file the deadline left without its turn
 		anyChunk bool
+		// lastChunk is when the last chunk's call returned, for the
+		// gap (spacer); a round's own until its Do returns.
+		lastChunk time.Time
 	)
 	groups := groupByKey(files)
 	for stopped < 0 {
@@ -372,16 +411,20 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 			// goroutine's own until Do returns: an abandoned round may
 			// still be at them.
 			first, until := !anyChunk, deadline
+			sp := spacer{last: lastChunk}
 			err := w.bio.Do(ctx, files[todo[0]].key, func() {
 				for k, i := range todo {
 					if (!first || k > 0) && !w.opts.now().Before(until) {
 						return // the rest waits for the next write-out
 					}
-					if turns[k] = w.turn(files[i], turns[k].off, span, turns[k].sweep, sweeps[k]); turns[k].full {
+					if turns[k] = w.turn(files[i], turns[k].off, span, turns[k].sweep, sweeps[k], &sp); turns[k].full {
 						return
 					}
 				}
 			})
+			if err == nil {
+				lastChunk = sp.last
+			}
 			if err != nil {
 				// A filesystem that stopped answering is left whole,
 				// for the next write-out, which BoundedIO refuses while
@@ -445,10 +488,26 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 	return len(started), errors.Join(errs...)
 }
 
+// spacer keeps a write-out's chunks WriteOutsOptions.Gap apart.
+type spacer struct {
+	last time.Time // when the last chunk's call returned; zero: none yet
+}
+
+// wait sleeps until gap after the last chunk, if that is later than now.
+func (w *WriteOuts) wait(sp *spacer) {
+	if w.opts.Gap == 0 || sp.last.IsZero() {
+		return
+	}
+	if d := sp.last.Add(w.opts.Gap).Sub(w.opts.now()); d > 0 {
+		w.opts.sleep(d)
+	}
+}
+
 // turn is one file's turn: open it, sweep it from sweep if asked
 // (SweepStride), and submit the chunk at off, or at its tail (tailStart)
-// if off is before the tail or past the end. It may block.
-func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool) turn {
+// if off is before the tail or past the end, sp's gap after the last
+// chunk. It may block.
+func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool, sp *spacer) turn {
 	t := turn{off: off, sweep: sweep}
 	file, err := f.open()
 	if err != nil {
@@ -491,13 +550,15 @@ func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool) tur
 	if off < tail || off >= s.Size {
 		off = tail
 	}
-	n := min(int64(WriteChunk), s.Size-off)
+	n := min(w.chunk(), s.Size-off)
+	w.wait(sp)
 	start := w.opts.now()
 	if err := w.opts.sync(int(file.Fd()), off, n); err != nil {
 		t.done, t.err = true, fmt.Errorf("sync_file_range: %w", err)
 		return t
 	}
-	t.full = w.opts.now().Sub(start) >= WriteOutQueueFull
+	sp.last = w.opts.now()
+	t.full = sp.last.Sub(start) >= WriteOutQueueFull
 	t.off, t.covered, t.started = off+n, n, true
 	return t
 }

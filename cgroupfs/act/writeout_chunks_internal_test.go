@@ -34,7 +34,11 @@ type chunkRig struct {
 
 const chunkMiB = 1 << 20
 
-func newChunkRig(t *testing.T) *chunkRig {
+func newChunkRig(t *testing.T) *chunkRig { return newSpacedChunkRig(t, 0) }
+
+// newSpacedChunkRig is newChunkRig with WriteOutsOptions.Gap gap; its
+// sleeps move the clock on and are recorded as "sleep DURATION".
+func newSpacedChunkRig(t *testing.T, gap time.Duration) *chunkRig {
 	t.Helper()
 	r := &chunkRig{t: t, dir: t.TempDir(), now: time.Unix(1000, 0), delay: time.Millisecond}
 	bio, err := safeio.NewBoundedIO(safeio.IOOptions{})
@@ -42,6 +46,13 @@ func newChunkRig(t *testing.T) *chunkRig {
 		t.Fatal(err)
 	}
 	r.w, err = NewWriteOuts(bio, "/proc", layout.Layout{}, WriteOutsOptions{
+		Gap: gap,
+		sleep: func(d time.Duration) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.calls = append(r.calls, "sleep "+d.String())
+			r.now = r.now.Add(d)
+		},
 		now: func() time.Time {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -295,5 +306,69 @@ func TestWriteOutsForget(t *testing.T) {
 	// A cursor in use is not shared by a concurrent write-out.
 	if c4 := r.w.take("/cg"); c4 == c3 {
 		t.Errorf("a busy cursor was handed out twice")
+	}
+}
+
+func TestSpacedWriteOutKeepsItsChunksAGapApart(t *testing.T) {
+	key := safeio.DeviceKey(1)
+	for _, tt := range []struct {
+		name  string
+		gap   time.Duration
+		delay time.Duration // of each call
+		want  string
+		exact bool // the calls are want, not only begin with it
+	}{
+		{
+			name:  "no gap: 4 MiB chunks back to back",
+			delay: 100 * time.Microsecond,
+			want:  "a@0+4 a@4+4 a@8+4",
+			exact: true,
+		},
+		{
+			name:  "a gap longer than a call: 1 MiB chunks, each started the gap after the last returned",
+			gap:   250 * time.Microsecond,
+			delay: 100 * time.Microsecond,
+			want:  "a@0+1 sleep 250µs a@1+1 sleep 250µs a@2+1 sleep 250µs a@3+1",
+		},
+		{
+			name:  "the budget (10 ms) counts the sleeps: a turn begun before it ends sleeps and submits, and the rest waits for the next write-out",
+			gap:   time.Millisecond,
+			delay: 1500 * time.Microsecond,
+			want:  "a@0+1 sleep 1ms a@1+1 sleep 1ms a@2+1 sleep 1ms a@3+1 sleep 1ms a@4+1",
+			exact: true,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSpacedChunkRig(t, tt.gap)
+			r.delay = tt.delay
+			files := []chunkFile{r.file("a", 12, key)}
+			c := &cursor{at: make(map[fileID]int64)}
+			// 12 MiB dirty: the whole file is its tail; a budget of 10 ms.
+			r.mu.Lock()
+			r.calls = nil
+			deadline := r.now.Add(10 * time.Millisecond)
+			r.mu.Unlock()
+			n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(12*chunkMiB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(r.calls, " ")
+			if n != 1 || !strings.HasPrefix(got, tt.want) || tt.exact && got != tt.want {
+				t.Errorf("calls %q (files %d), want %q (files 1), exact %v", got, n, tt.want, tt.exact)
+			}
+		})
+	}
+}
+
+func TestNewWriteOutsRefusesAGapOutOfRange(t *testing.T) {
+	bio, err := safeio.NewBoundedIO(safeio.IOOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gap := range []time.Duration{-time.Microsecond, MaxWriteOutGap + time.Microsecond} {
+		_, err := NewWriteOuts(bio, "/proc", layout.Layout{}, WriteOutsOptions{Gap: gap})
+		if err == nil || !strings.Contains(err.Error(), "Gap "+gap.String()) {
+			t.Errorf("Gap %v: err %v, want one naming the Gap and its value", gap, err)
+		}
 	}
 }

@@ -64,6 +64,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"run", "--workers", "many"}, exitUsage, `--workers: invalid value "many": allowed an integer`},
 		{[]string{"run", "--paced-report-gap", "-1ms"}, exitUsage, "--paced-report-gap: invalid value -1ms: allowed 0 (every wake-up at once) to 5ms"},
 		{[]string{"run", "--paced-report-gap", "6ms"}, exitUsage, "--paced-report-gap: invalid value 6ms: allowed 0"},
+		{[]string{"run", "--write-out-gap", "-1ms"}, exitUsage, "--write-out-gap: invalid value -1ms: allowed 0 (back to back) to 1ms"},
+		{[]string{"run", "--write-out-gap", "2ms"}, exitUsage, "--write-out-gap: invalid value 2ms: allowed 0"},
 		{[]string{"run", "--reaction", "soon"}, exitUsage, `--reaction: invalid value "soon": allowed a duration such as 300us, 50ms or 2s`},
 		{[]string{"sim", "seed-00"}, exitUsage, `no embedded scenario "seed-00"`},
 		{[]string{"sim", "seed-000", "--variant", "bogus"}, exitUsage, `--variant: no variant "bogus" in scenario seed-000`},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/memcgd/memcgd/agent"
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
@@ -60,6 +61,7 @@ type runFlags struct {
 	workers                            int
 	activeInterval, scanInterval       time.Duration
 	pacedReportGap                     time.Duration
+	writeOutGap                        time.Duration
 	reaction, schedSlice               time.Duration
 	logLevel                           string
 	dirtyTracker, pace                 string
@@ -121,6 +123,7 @@ first run.`,
 	fl.IntVar(&f.workers, "workers", agent.DefaultWorkers, "cgroups worked on at once")
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.pacedReportGap, "paced-report-gap", 0, "least time from one look at a cgroup whose writers are paced to the next that a wake-up may ask for, at most the paced look's 5 ms; the kernel holds the pace meanwhile: less of the daemon's CPU for a looser hold on the dirty level (docs/throttle.md); 0 takes every wake-up at once")
+	fl.DurationVar(&f.writeOutGap, "write-out-gap", 0, "time between the 1 MiB chunks of a targeted write-out, at most 1ms: a neighbour's fdatasync on the same device waits less behind the write-out, and a fast writer loses throughput (docs/throttle.md); 0 submits 4 MiB chunks back to back")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
@@ -159,6 +162,9 @@ func (f *runFlags) check() error {
 	}
 	if f.pacedReportGap < 0 || f.pacedReportGap > policy.PaceInterval {
 		return usagef("--paced-report-gap: invalid value %v: allowed 0 (every wake-up at once) to %v (the paced look's interval)", f.pacedReportGap, policy.PaceInterval)
+	}
+	if f.writeOutGap < 0 || f.writeOutGap > act.MaxWriteOutGap {
+		return usagef("--write-out-gap: invalid value %v: allowed 0 (back to back) to %v", f.writeOutGap, act.MaxWriteOutGap)
 	}
 	if f.workers <= 0 {
 		return usagef("--workers: invalid value %d: allowed 1 or more", f.workers)
@@ -296,7 +302,7 @@ func run(ctx context.Context, f *runFlags) error {
 		defer tr.Close()
 	}
 	fs, err := cgroupfs.NewFSOptions(l, f.procRoot, cfg.Under, j, cgroupfs.FSOptions{
-		Tracker: tr, NoTracker: noTracker, Log: log,
+		Tracker: tr, NoTracker: noTracker, Log: log, WriteOutGap: f.writeOutGap,
 	})
 	if err != nil {
 		return err

@@ -101,9 +101,13 @@ func TestFSCgroupEventsWithin100ms(t *testing.T) {
 func TestFSCgroupEventsOwesARescanWhenTheReceiverFallsBehind(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	p, events, _ := startCgroupEvents(t, l, true)
-	// More cgroups than the queue holds, made while nothing receives.
+	// More cgroups than the queue holds, made while nothing receives:
+	// twice as many, so that the queue overflows even when the tracker's
+	// ring reader has pushed only half of them when the receiving begins
+	// (with one queue's worth and a few more, a reader that lagged let
+	// the receiver keep up).
 	var cgs []host.Cgroup
-	for i := range watch.DefaultNewCgroupsQueue + 64 {
+	for i := range 2*watch.DefaultNewCgroupsQueue + 64 {
 		cgs = append(cgs, host.Cgroup(path.Join(string(p.Path), "c"+strconv.Itoa(i))))
 	}
 	mkdirs(t, l, cgs)

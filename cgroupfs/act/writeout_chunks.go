@@ -28,10 +28,11 @@ import (
 // sync_file_range(SYNC_FILE_RANGE_WRITE) over a whole file submits every
 // dirty page of it before it returns, blocking whenever the request queue
 // is full: with gigabytes dirty, one call held the device for seconds. So
-// a write-out submits ranges of WriteChunk bytes, one per file per round,
-// rotating through the cgroup's files, and starts no chunk after its
-// budget (WriteOutsOptions.Budget), nor after a chunk that found the
-// device's queue full (WriteOutQueueFull); where a file's write-out stopped, and
+// a write-out submits ranges of WriteChunk bytes (SpacedChunk, a gap
+// apart, with WriteOutsOptions.Gap), one per file per round, rotating
+// through the cgroup's files, and starts no chunk after its budget
+// (WriteOutsOptions.Budget), nor after a chunk that found the device's
+// queue full (WriteOutQueueFull); where a file's write-out stopped, and
 // which file is next, is kept per cgroup (a cursor) for the next
 // write-out to continue from. The cursors are kept here rather than
 // returned to the caller: they name files (device and inode), which the

@@ -98,9 +98,8 @@ const WriteOutQueueFull = 2 * time.Millisecond
 const DefaultWriteOutBudget = 10 * time.Millisecond
 
 // SpacedChunk is the range a chunk covers when the write-out spaces its
-// chunks (WriteOutsOptions.Gap): the self-paced writer's megabyte, which
-// the device gets as one request at a time rather than the four a
-// WriteChunk may become.
+// chunks (WriteOutsOptions.Gap): the self-paced writer's megabyte, a
+// quarter of what one WriteChunk hands the device at once.
 const SpacedChunk = 1 << 20
 
 // MaxWriteOutGap bounds WriteOutsOptions.Gap: a gap of a millisecond

@@ -386,20 +386,23 @@ func TestThePaceKeepsEveryDirtyPageInFlight(t *testing.T) {
 		at               time.Duration
 		dirty, writeback uint64
 		wantWriteOut     bool
+		unpaceable       bool // pacing became unavailable (Input.Pacer false): the freezer throttles
 	}{
-		{"below the background threshold, never paced: the kernel waits", 0, 4 * mib, 2 * mib, false},
-		{"dirty+writeback past the background threshold, dirty below it: paced, and written out", 1 * ms, 3 * mib, 7 * mib, true},
-		{"MIN_WB_DIRTY_PAGES exactly: not worth a pass", 2 * ms, min, 11 * mib, false},
-		{"a page more", 3 * ms, min + 4*kib, 11 * mib, true},
-		{"back below the background threshold, the pace lingering: still written out", 10 * ms, 1 * mib, 2 * mib, true},
-		{"the pace released, PaceLinger later: back to the background threshold", 10*ms + PaceLinger, 1 * mib, 2 * mib, false},
+		{"below the background threshold, never paced: the kernel waits", 0, 4 * mib, 2 * mib, false, false},
+		{"dirty+writeback past the background threshold, dirty below it: paced, and written out", 1 * ms, 3 * mib, 7 * mib, true, false},
+		{"MIN_WB_DIRTY_PAGES exactly: not worth a pass", 2 * ms, min, 11 * mib, false, false},
+		{"a page more", 3 * ms, min + 4*kib, 11 * mib, true, false},
+		{"back below the background threshold, the pace lingering: still written out", 10 * ms, 1 * mib, 2 * mib, true, false},
+		{"the pace released, PaceLinger later: back to the background threshold", 10*ms + PaceLinger, 1 * mib, 2 * mib, false, false},
+		{"paced again", 20*ms + PaceLinger, 3 * mib, 7 * mib, true, false},
+		{"pacing unavailable for the cgroup: the pace left on is not the freezer's, whose episode rules", 30*ms + PaceLinger, 3 * mib, 7 * mib, false, true},
 	}
 	c := NewController()
 	t0 := time.Unix(100, 0)
 	var paced Pacing
 	for _, st := range steps {
 		in := scenarioInput(t0.Add(st.at), st.dirty, st.writeback, 0)
-		in.Freezer, in.Pacer, in.Paced = FreezerHeld, true, paced
+		in.Freezer, in.Pacer, in.Paced = FreezerHeld, !st.unpaceable, paced
 		d := c.Step(in)
 		paced = d.Pace
 		if d.WriteOut != st.wantWriteOut {

@@ -181,7 +181,7 @@ func (c *Controller) Step(in Input) Decision {
 	// since the last, where one at the background threshold submitted
 	// the whole threshold's worth at once, and a neighbour's fdatasync
 	// on the same device waited behind that burst.
-	if (d.Episode || in.Pacer && c.paced()) && s.Dirty > MinWbDirtyPages*memcg.PageSize {
+	if (d.Episode || c.paced(in)) && s.Dirty > MinWbDirtyPages*memcg.PageSize {
 		d.WriteOut = true
 		d.Why |= ReasonThrottle
 	}

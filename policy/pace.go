@@ -203,9 +203,10 @@ func (c *Controller) pace(in Input, dirty uint64, d *Decision) {
 	d.Active = true
 }
 
-// paced reports whether the pace is on: past the background threshold,
-// or below it within PaceLinger.
-func (c *Controller) paced() bool { return c.pacer != nil && c.pacer.on }
+// paced reports whether the pace is on: the cgroup can be paced (the
+// pacer's state is not kept up while it cannot), and it is past the
+// background threshold or below it within PaceLinger.
+func (c *Controller) paced(in Input) bool { return in.Pacer && c.pacer != nil && c.pacer.on }
 
 // staleTimer asks for the pace in force to be written again
 // (Decision.PaceRefill) every period while the group's period timer may

@@ -216,7 +216,7 @@ func (c *Controller) dirtiedWake(in Input, dirty uint64) uint64 {
 // actLevel is the dirty+writeback level at which the throttle must act
 // next: where a pace begins (freerun), or where the freezer takes over.
 func (c *Controller) actLevel(in Input) uint64 {
-	if in.Pacer && (c.pacer == nil || !c.pacer.on) {
+	if in.Pacer && !c.paced(in) {
 		return in.Dirty.Freerun()
 	}
 	return c.freezeLevel(in)

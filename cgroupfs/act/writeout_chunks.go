@@ -422,9 +422,6 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 					}
 				}
 			})
-			if err == nil {
-				lastChunk = sp.last
-			}
 			if err != nil {
 				// A filesystem that stopped answering is left whole,
 				// for the next write-out, which BoundedIO refuses while
@@ -435,6 +432,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 				}
 				continue
 			}
+			lastChunk = sp.last
 			for k, i := range todo {
 				t := turns[k]
 				if t.size == 0 && !t.done && t.err == nil {

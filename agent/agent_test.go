@@ -103,7 +103,7 @@ func (f *fakeHost) Reclaim(_ context.Context, cg host.Cgroup, n, _ uint64) (uint
 	return n, nil
 }
 
-func (f *fakeHost) WriteOut(_ context.Context, cg host.Cgroup) (host.WriteOut, error) {
+func (f *fakeHost) WriteOut(_ context.Context, cg host.Cgroup, _ uint64) (host.WriteOut, error) {
 	f.enter("write out", cg)
 	f.mu.Lock()
 	defer f.mu.Unlock()

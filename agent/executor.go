@@ -250,7 +250,7 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 	case sched.Unpace:
 		r.Err = op.Paced.End()
 	case sched.WriteOut:
-		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup)
+		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)
 	case sched.Flush:
 		r.Err = h.Flush(ctx, op.Cgroup)
 	case sched.Reclaim:

@@ -220,7 +220,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	ctx := context.Background()
 
 	// The fallback: the writer has exited, no task has the file open.
-	w, err := cgrouptest.FS(t, l, "/", nil, nil).WriteOut(ctx, target.Path)
+	w, err := cgrouptest.FS(t, l, "/", nil, nil).WriteOut(ctx, target.Path, target.Dirty(t))
 	if err != nil {
 		t.Fatalf("WriteOut without the tracker: %v", err)
 	}
@@ -238,7 +238,7 @@ func TestFSWriteOutWritesClosedFiles(t *testing.T) {
 	)
 	for calls := 0; ; calls++ {
 		callStart := time.Now()
-		w, err = fs.WriteOut(ctx, target.Path)
+		w, err = fs.WriteOut(ctx, target.Path, target.Dirty(t))
 		call = max(call, time.Since(callStart))
 		if err != nil {
 			t.Fatalf("WriteOut with the tracker: %v", err)
@@ -291,7 +291,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	fs := cgrouptest.FS(t, l, "/", nil, tr)
 	ctx := context.Background()
 	first := time.Now()
-	w, err := fs.WriteOut(ctx, parent.Path)
+	w, err := fs.WriteOut(ctx, parent.Path, parent.Dirty(t))
 	if err != nil {
 		t.Fatalf("first WriteOut: %v", err)
 	}
@@ -304,7 +304,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	cgrouptest.AwaitOpen(t, holder.Process.Pid, old)
 	cgrouptest.DirtyFile(t, child, recent, mib)
 
-	w, err = fs.WriteOut(ctx, parent.Path)
+	w, err = fs.WriteOut(ctx, parent.Path, parent.Dirty(t))
 	if err != nil {
 		t.Fatalf("WriteOut within ListEvery: %v", err)
 	}
@@ -319,7 +319,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(first.Add(cgroupfs.ListEvery)))
-	w, err = fs.WriteOut(ctx, parent.Path)
+	w, err = fs.WriteOut(ctx, parent.Path, parent.Dirty(t))
 	if err != nil {
 		t.Fatalf("WriteOut after ListEvery: %v", err)
 	}
@@ -332,7 +332,7 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	deadline := time.Now().Add(time.Second)
 	for child.Dirty(t) > before/10 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
-		if _, err := fs.WriteOut(ctx, parent.Path); err != nil {
+		if _, err := fs.WriteOut(ctx, parent.Path, parent.Dirty(t)); err != nil {
 			t.Fatalf("WriteOut after the listing: %v", err)
 		}
 	}

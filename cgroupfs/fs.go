@@ -238,14 +238,15 @@ func (fs *FS) Reclaim(ctx context.Context, cg host.Cgroup, n, usage uint64) (uin
 }
 
 // WriteOut starts write-out of cg's own files in chunks, from where its
-// last write-out stopped, within FSOptions.WriteOutBudget; see
+// last write-out stopped, within FSOptions.WriteOutBudget, dirty bytes
+// before each file's end at most (the step's observation of cg); see
 // act.WriteOuts.WriteOut. Its files are those its tasks hold open, found
 // in /proc; with the tracker, the files cg's subtree dirtied last
 // (dirtytrack's Recent: a few map lookups) and, at cg's first write-out
 // and then once every ListEvery (fastPath.listDue), every file the
 // tracker recorded for cg and those its tasks hold open: what the recent
 // ones may lack. A file found twice counts once in Files.
-func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, error) {
+func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup, dirty uint64) (host.WriteOut, error) {
 	src := act.Sources{Tasks: true}
 	var terr error
 	if fs.fast.tr != nil {
@@ -253,7 +254,7 @@ func (fs *FS) WriteOut(ctx context.Context, cg host.Cgroup) (host.WriteOut, erro
 		src.Tracker = fs.fast.tr
 		src.Tracked, terr = fs.trackedInodes(cg, src.Tasks)
 	}
-	out, err := fs.writeOuts.WriteOut(ctx, cg, src)
+	out, err := fs.writeOuts.WriteOut(ctx, cg, dirty, src)
 	if errors.Is(err, host.ErrVanished) {
 		return out, err
 	}

@@ -39,8 +39,9 @@ type Cgroup string
 type WriteOut struct {
 	// Files is how many distinct files were started.
 	Files int
-	// Bytes is the dirty bytes the cgroup held when write-out started, an
-	// upper bound on what was queued for I/O.
+	// Bytes is the dirty bytes the cgroup held when write-out was
+	// decided (the dirty WriteOut was given), an upper bound on what was
+	// queued for I/O.
 	Bytes uint64
 }
 
@@ -58,8 +59,11 @@ type Host interface {
 	// own reclaim at the limit, an exited task) counts toward n.
 	Reclaim(ctx context.Context, cg Cgroup, n, usage uint64) (uint64, error)
 	// WriteOut starts write-out of the dirty pages of cg's own files, and of
-	// no other cgroup's files unless they are shared.
-	WriteOut(ctx context.Context, cg Cgroup) (WriteOut, error)
+	// no other cgroup's files unless they are shared. dirty is cg's dirty
+	// page cache as the caller last observed it (memcg.Stat.Dirty): it
+	// bounds how far before each file's end a write-out looks, and is
+	// what WriteOut.Bytes reports.
+	WriteOut(ctx context.Context, cg Cgroup, dirty uint64) (WriteOut, error)
 	// Flush starts write-out of every dirty page on the filesystems cg
 	// writes to: the kernel's behaviour, and seed 000's fallback. It may
 	// refuse with ErrRateLimited or ErrNothingToFlush.

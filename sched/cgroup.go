@@ -423,7 +423,7 @@ func (c *Core) act(st *cgroup, d policy.Decision, s memcg.Stat) {
 		return
 	case d.WriteOut:
 		st.writing = true
-		c.emit(Op{Kind: WriteOut, Cgroup: st.cg}, pendingOp{cg: st, stat: s})
+		c.emit(Op{Kind: WriteOut, Cgroup: st.cg, Bytes: s.Dirty}, pendingOp{cg: st, stat: s})
 	}
 	if d.Reclaim > 0 && !st.reclaiming {
 		st.reclaiming = true

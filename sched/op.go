@@ -103,7 +103,9 @@ type Op struct {
 	// Dirtied asks Observe for the cgroup's dirtied-bytes counter too.
 	Dirtied bool
 	// Bytes is what Reclaim asks for, and Usage the cgroup's usage in
-	// the observation it was decided on (host.Host.Reclaim).
+	// the observation it was decided on (host.Host.Reclaim); for
+	// WriteOut, Bytes is the cgroup's dirty bytes in that observation
+	// (host.Host.WriteOut).
 	Bytes, Usage uint64
 	// Wake is what Watch arms.
 	Wake host.Wake

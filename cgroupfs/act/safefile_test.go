@@ -124,7 +124,7 @@ func TestWriteOutNeverOpensADeviceSwappedIntoAListedSlot(t *testing.T) {
 	const maxCalls, maxTime = 2000, 20 * time.Second
 	files, calls := 0, 0
 	for start := time.Now(); calls < maxCalls && time.Since(start) < maxTime; calls++ {
-		w, err := fs.WriteOut(context.Background(), c.Path)
+		w, err := fs.WriteOut(context.Background(), c.Path, c.Dirty(t))
 		if err != nil {
 			t.Fatalf("WriteOut: %v", err)
 		}
@@ -183,7 +183,7 @@ func TestWriteOutSkipsFilesOnFilesystemsNotAllowed(t *testing.T) {
 		c    *cgrouptest.Cgroup
 		want int
 	}{{"writer on tmpfs", c, 0}, {"writer on a disk filesystem", disk, 1}} {
-		w, err := fs.WriteOut(context.Background(), tt.c.Path)
+		w, err := fs.WriteOut(context.Background(), tt.c.Path, tt.c.Dirty(t))
 		if err != nil {
 			t.Fatalf("%s: WriteOut: %v", tt.name, err)
 		}
@@ -251,7 +251,7 @@ func TestWriteOutReachesSharedWritableMappings(t *testing.T) {
 		after uint64
 	)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		out, err := fs.WriteOut(context.Background(), c.Path)
+		out, err := fs.WriteOut(context.Background(), c.Path, c.Dirty(t))
 		if err != nil {
 			t.Fatal(err)
 		}

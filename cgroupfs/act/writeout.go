@@ -13,7 +13,6 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/cgroupfs/safeio"
 	"github.com/memcgd/memcgd/host"
 )
@@ -318,48 +317,4 @@ func readProcs(dir string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
-}
-
-// DirtyBytes is cg's dirty page cache, hierarchical, as a write-out
-// reports it.
-func DirtyBytes(l layout.Layout, cg host.Cgroup) (uint64, error) {
-	dir := l.Memory.Dir(cg)
-	if dir == "" {
-		return 0, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, l.Memory.Mount)
-	}
-	dirty, err := dirtyBytes(l.Memory.Version, dir)
-	if err != nil {
-		return 0, fmt.Errorf("write out %s: %w", cg, err)
-	}
-	return dirty, nil
-}
-
-// dirtyBytes reads the cgroup's dirty page cache, hierarchical: v1's
-// total_dirty, v2's file_dirty (mm/memcontrol.c memory_stats[],
-// mm/memcontrol-v1.c memcg1_stat_names).
-func dirtyBytes(v layout.Version, dir string) (uint64, error) {
-	key := "total_dirty"
-	if v == layout.V2 {
-		key = "file_dirty"
-	}
-	return statKey(filepath.Join(dir, "memory.stat"), key)
-}
-
-// statKey returns one key of a memory.stat file.
-func statKey(p, key string) (uint64, error) {
-	s, err := ctlfile.Read(p)
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(s) {
-		k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		if ok && k == key {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("read %s: %s %q: want a decimal number", p, key, v)
-			}
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("read %s: no %s line", p, key)
 }

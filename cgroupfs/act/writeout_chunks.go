@@ -252,16 +252,17 @@ type Sources struct {
 // naming the file listed (CheckedReopen), and tracked inodes deleted
 // meanwhile or refused by the tracker (not regular files on a filesystem
 // it reopens). Every operation that may block runs under the BoundedIO,
-// one operation per filesystem per round. It returns how many distinct
-// files it started and cg's dirty bytes when it began.
+// one operation per filesystem per round. dirty is cg's dirty page cache
+// as the caller last observed it: how far before each file's end its
+// tail is covered (tailSpan). It returns how many distinct files it
+// started, and dirty as the bytes.
 //
 // Dirty pages of files the cgroup's tasks no longer have open, and the
 // tracker did not record, are out of reach: that is what Flush is for.
-func (w *WriteOuts) WriteOut(ctx context.Context, cg host.Cgroup, src Sources) (host.WriteOut, error) {
+func (w *WriteOuts) WriteOut(ctx context.Context, cg host.Cgroup, dirty uint64, src Sources) (host.WriteOut, error) {
 	start := w.opts.now()
-	dirty, err := DirtyBytes(w.layout, cg)
-	if err != nil {
-		return host.WriteOut{}, err
+	if w.layout.Memory.Dir(cg) == "" {
+		return host.WriteOut{}, fmt.Errorf("write out %s: outside the mounted memory hierarchy %s", cg, w.layout.Memory.Mount)
 	}
 	out := host.WriteOut{Bytes: dirty}
 	var files []chunkFile

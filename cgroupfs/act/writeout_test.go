@@ -62,7 +62,7 @@ func TestWriteOutStartsOnlyTheCgroupsOwnFiles(t *testing.T) {
 	)
 	for {
 		callStart := time.Now()
-		w, err := fs.WriteOut(context.Background(), target.Path)
+		w, err := fs.WriteOut(context.Background(), target.Path, target.Dirty(t))
 		longest = max(longest, time.Since(callStart))
 		if err != nil {
 			t.Fatalf("WriteOut: %v", err)
@@ -97,7 +97,7 @@ func TestWriteOutOfAVanishedCgroup(t *testing.T) {
 	if err := os.Remove(gone.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), gone.Path); !errors.Is(err, host.ErrVanished) {
+	if _, err := cgroupfs.NewFS(l, "/proc", "/", nil).WriteOut(context.Background(), gone.Path, 0); !errors.Is(err, host.ErrVanished) {
 		t.Errorf("WriteOut of a removed cgroup: error %v, want host.ErrVanished", err)
 	}
 }
@@ -114,13 +114,14 @@ func BenchmarkWriteOut(b *testing.B) {
 	}
 	fs := cgroupfs.NewFS(l, "/proc", "/", nil)
 	ctx := context.Background()
+	dirty := c.Dirty(b) // the step's observation, which the daemon passes on
 	b.ReportAllocs()
 	cpu0, err := cputime.Self()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		w, err := fs.WriteOut(ctx, c.Path)
+		w, err := fs.WriteOut(ctx, c.Path, dirty)
 		if err != nil {
 			b.Fatal(err)
 		}

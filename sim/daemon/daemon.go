@@ -202,7 +202,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 	case sched.Unpace:
 		r.Err = op.Paced.End()
 	case sched.WriteOut:
-		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup)
+		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)
 	case sched.Flush:
 		r.Err = h.Flush(ctx, op.Cgroup)
 	case sched.Reclaim:

@@ -59,7 +59,7 @@ func TestHost(t *testing.T) {
 	if _, err := h.Observe(ctx, "/gone"); !errors.Is(err, host.ErrVanished) {
 		t.Errorf("observe a missing cgroup: %v, want ErrVanished", err)
 	}
-	wo, err := h.WriteOut(ctx, "/a")
+	wo, err := h.WriteOut(ctx, "/a", sa.Dirty)
 	if err != nil || wo.Bytes != 4096*4096 {
 		t.Fatalf("write-out: %+v %v", wo, err)
 	}

@@ -98,8 +98,10 @@ func (h *Host) Reclaim(_ context.Context, cg host.Cgroup, n, _ uint64) (uint64, 
 	return got, nil
 }
 
-// WriteOut starts write-out of cg's own dirty inodes.
-func (h *Host) WriteOut(_ context.Context, cg host.Cgroup) (host.WriteOut, error) {
+// WriteOut starts write-out of cg's own dirty inodes, all of them: the
+// model's SyncMemcg needs no bound from the caller's dirty, and Bytes is
+// what it queued.
+func (h *Host) WriteOut(_ context.Context, cg host.Cgroup, _ uint64) (host.WriteOut, error) {
 	m, err := h.id(cg)
 	if err != nil {
 		return host.WriteOut{}, err

@@ -377,9 +377,9 @@ func TestReclaimThatFindsNothingBacksOff(t *testing.T) {
 	}
 }
 
-func TestThePaceKeepsEveryDirtyPageInFlight(t *testing.T) {
+func TestThePaceWritesOutAChunkAtATime(t *testing.T) {
 	const kib = 1 << 10
-	min := uint64(MinWbDirtyPages * memcg.PageSize) // 256 KiB
+	chunk := uint64(MinWritebackPages * memcg.PageSize) // 4 MiB
 	// dirty_bytes 16M, dirty_background_bytes 8M: freerun 12 MiB.
 	steps := []struct {
 		name             string
@@ -389,13 +389,13 @@ func TestThePaceKeepsEveryDirtyPageInFlight(t *testing.T) {
 		unpaceable       bool // pacing became unavailable (Input.Pacer false): the freezer throttles
 	}{
 		{"below the background threshold, never paced: the kernel waits", 0, 4 * mib, 2 * mib, false, false},
-		{"dirty+writeback past the background threshold, dirty below it: paced, and written out", 1 * ms, 3 * mib, 7 * mib, true, false},
-		{"MIN_WB_DIRTY_PAGES exactly: not worth a pass", 2 * ms, min, 11 * mib, false, false},
-		{"a page more", 3 * ms, min + 4*kib, 11 * mib, true, false},
-		{"back below the background threshold, the pace lingering: still written out", 10 * ms, 1 * mib, 2 * mib, true, false},
-		{"the pace released, PaceLinger later: back to the background threshold", 10*ms + PaceLinger, 1 * mib, 2 * mib, false, false},
-		{"paced again", 20*ms + PaceLinger, 3 * mib, 7 * mib, true, false},
-		{"pacing unavailable for the cgroup: the pace left on is not the freezer's, whose episode rules", 30*ms + PaceLinger, 3 * mib, 7 * mib, false, true},
+		{"dirty+writeback past the background threshold, a chunk dirty: paced, and written out", 1 * ms, chunk, 7 * mib, true, false},
+		{"less than a chunk dirty: not worth a write-out", 2 * ms, chunk - 4*kib, 9 * mib, false, false},
+		{"more than a chunk", 3 * ms, chunk + 4*kib, 8 * mib, true, false},
+		{"back below the background threshold, the pace lingering: still written out", 10 * ms, 5 * mib, 1 * mib, true, false},
+		{"the pace released, PaceLinger later: back to the background threshold", 10*ms + PaceLinger, 5 * mib, 1 * mib, false, false},
+		{"paced again", 20*ms + PaceLinger, 5 * mib, 7 * mib, true, false},
+		{"pacing unavailable for the cgroup: the pace left on is not the freezer's, whose episode rules", 30*ms + PaceLinger, 5 * mib, 7 * mib, false, true},
 	}
 	c := NewController()
 	t0 := time.Unix(100, 0)
@@ -410,6 +410,21 @@ func TestThePaceKeepsEveryDirtyPageInFlight(t *testing.T) {
 		}
 		if st.wantWriteOut && d.Why&ReasonThrottle == 0 {
 			t.Errorf("%s: Why = %v, want ReasonThrottle among them", st.name, d.Why)
+		}
+	}
+}
+
+func TestPaceWriteOutAt(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		background uint64
+		want       uint64
+	}{
+		{"a flusher's chunk, MIN_WRITEBACK_PAGES", 32 * mib, 4 * mib},
+		{"the background threshold where that is lower: a small cgroup", 2 * mib, 2 * mib},
+	} {
+		if got := paceWriteOutAt(memcg.DirtyLimits{Background: tt.background, Limit: 2 * tt.background}); got != tt.want {
+			t.Errorf("%s: paceWriteOutAt(background %d MiB) = %d KiB, want %d KiB", tt.name, tt.background/mib, got>>10, tt.want>>10)
 		}
 	}
 }

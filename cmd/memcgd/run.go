@@ -95,6 +95,10 @@ once the first scan of the cgroups is done, 503 with the reason before).
 
 In a cgroup namespace of its own (a container's), the daemon joins PID 1's, the
 host's with hostPID, and executes itself again there, or refuses to start.
+It also executes itself again at start with schedtrace=2147483647 added to
+GODEBUG, unless GODEBUG sets schedtrace: the Go runtime's sysmon then stays out
+of the deep sleep after which it polls every 20 µs (one scheduler trace line at
+most every 24.8 days of the host's uptime).
 
 --dry-run observes and decides as the daemon does, and counts and logs what
 it would have done (memcgd stat, memcgd top and the metrics show it, with

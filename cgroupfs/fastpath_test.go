@@ -3,6 +3,7 @@ package cgroupfs_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -338,5 +339,32 @@ func TestFSWriteOutTakesRecentFilesAndListsEveryListEvery(t *testing.T) {
 	}
 	if d := child.Dirty(t); d > before/10 {
 		t.Errorf("child dirty %d MiB 1 s after the listing write-out, want at most 10%% of %d MiB", d/mib, before/mib)
+	}
+}
+
+// A write-out of a cgroup removed since the step that decided it fails
+// with nothing but host.ErrVanished, which the daemon takes as the cgroup
+// gone, where another error would be counted and logged: before the daemon
+// forgets it (nothing to write and no error: the next step's observation
+// finds it gone) and after.
+func TestFSWriteOutOfARemovedCgroupSaysItVanished(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	tr := cgrouptest.LoadTracker(t)
+	parent := cgrouptest.New(t, l, 0)
+	child := parent.Child(t, "c")
+	fs := cgrouptest.FS(t, l, "/", nil, tr)
+	ctx := context.Background()
+	if _, err := fs.WriteOut(ctx, child.Path, 0); err != nil { // the tracker counts it from here
+		t.Fatalf("WriteOut: %v", err)
+	}
+	if err := os.Remove(child.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.WriteOut(ctx, child.Path, 0); err != nil && !errors.Is(err, host.ErrVanished) {
+		t.Errorf("WriteOut of the removed cgroup: %v, want nil or an error wrapping host.ErrVanished", err)
+	}
+	fs.Forget(child.Path)
+	if _, err := fs.WriteOut(ctx, child.Path, 0); !errors.Is(err, host.ErrVanished) {
+		t.Errorf("WriteOut of the removed cgroup once forgotten: %v, want an error wrapping host.ErrVanished", err)
 	}
 }

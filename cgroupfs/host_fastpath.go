@@ -83,6 +83,11 @@ func (fs *FS) trackedInodes(cg host.Cgroup, all bool) ([]dirtytrack.Inode, error
 		list = fs.fast.tr.Inodes
 	}
 	inodes, err := list(id)
+	if errors.Is(err, dirtytrack.ErrNotWatched) {
+		// Its rmdir unwatched it since the step that decided the
+		// write-out, as in fastPath.counts.
+		return nil, fmt.Errorf("write out %s: tracked files: %w: %w", cg, host.ErrVanished, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("write out %s: tracked files: %w", cg, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -48,17 +49,10 @@ func keepSysmonAwake(environ []string) error {
 
 // withSysmonGODEBUG returns environ with sysmonGODEBUG added to its
 // GODEBUG (the first of its GODEBUG entries, the one the runtime reads:
-// runtime/env_posix.go, gogetenv),
-// and whether it added it: not if GODEBUG sets schedtrace already, to
-// whatever value.
+// runtime/env_posix.go, gogetenv), and whether it added it: not if
+// GODEBUG sets schedtrace already, to whatever value.
 func withSysmonGODEBUG(environ []string) ([]string, bool) {
-	at := -1
-	for i, kv := range environ {
-		if strings.HasPrefix(kv, "GODEBUG=") {
-			at = i
-			break
-		}
-	}
+	at := slices.IndexFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, "GODEBUG=") })
 	if at < 0 {
 		return append(environ[:len(environ):len(environ)], "GODEBUG="+sysmonGODEBUG), true
 	}

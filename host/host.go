@@ -39,9 +39,10 @@ type Cgroup string
 type WriteOut struct {
 	// Files is how many distinct files were started.
 	Files int
-	// Bytes is the dirty bytes the cgroup held when write-out was
-	// decided (the dirty WriteOut was given), an upper bound on what was
-	// queued for I/O.
+	// Bytes is an upper bound on what was queued for I/O: the dirty
+	// bytes WriteOut was given, the cgroup's when the write-out was
+	// decided, or, from a host that counts what it queues (the
+	// simulator's), that count.
 	Bytes uint64
 }
 
@@ -61,8 +62,7 @@ type Host interface {
 	// WriteOut starts write-out of the dirty pages of cg's own files, and of
 	// no other cgroup's files unless they are shared. dirty is cg's dirty
 	// page cache as the caller last observed it (memcg.Stat.Dirty): it
-	// bounds how far before each file's end a write-out looks, and is
-	// what WriteOut.Bytes reports.
+	// bounds how far before each file's end a write-out looks.
 	WriteOut(ctx context.Context, cg Cgroup, dirty uint64) (WriteOut, error)
 	// Flush starts write-out of every dirty page on the filesystems cg
 	// writes to: the kernel's behaviour, and seed 000's fallback. It may

@@ -387,6 +387,9 @@ func TestConstantsMatchPolicy(t *testing.T) {
 	if kernel.MinWbDirtyPages != policy.MinWbDirtyPages {
 		t.Errorf("MIN_WB_DIRTY_PAGES %d, policy %d", kernel.MinWbDirtyPages, policy.MinWbDirtyPages)
 	}
+	if kernel.MinWritebackPages != policy.MinWritebackPages {
+		t.Errorf("MIN_WRITEBACK_PAGES %d, policy %d", kernel.MinWritebackPages, policy.MinWritebackPages)
+	}
 	if got, want := kernel.DefaultKnobs(), memcg.DefaultKnobs(); got != want {
 		t.Errorf("a new cgroup's knobs %+v, memcg.DefaultKnobs %+v", got, want)
 	}

@@ -218,7 +218,12 @@ func (c *Controller) paced(in Input) bool { return in.Pacer && c.pacer != nil &&
 // set, and a group that has spent its quota stays throttled until then:
 // up to a second after a least pace, whatever its new period. Each write
 // refills the quota and unthrottles the group, so until that expiry the
-// daemon is the period timer.
+// daemon is the period timer. Unlimited counts as a longer period too,
+// although the timer stops at its next expiry once the quota is
+// RUNTIME_INF (do_sched_cfs_period_timer in kernel/sched/fair.c): the
+// refills after it grant a fresh quota at a look that kept the pace, which
+// a writer paced near its limit leans on (docs/throttle.md, "The period
+// timer").
 func (c *Controller) staleTimer(in Input, d *Decision) {
 	p := c.pacer
 	shorter := func(from, to Pacing) {

@@ -221,6 +221,9 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 			// An error leaves the last reading: the policy measures
 			// nothing from a step without one.
 			r.PacedCPU, _ = op.Paced.CPU()
+			if pt, ok := op.Paced.(host.PacedThrottled); ok && op.Held {
+				r.PacedThrottled, _ = pt.Throttled()
+			}
 			if pe, ok := op.Paced.(host.PacedEscapes); ok {
 				r.Unpaced, r.UnpacedKnown = pe.Unpaced()
 			}
@@ -248,6 +251,11 @@ func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
 	case sched.SetPace:
 		r.Err = op.Paced.Set(op.Quota, op.Period)
 	case sched.Unpace:
+		if pt, ok := op.Paced.(host.PacedThrottled); ok {
+			// Read before End removes the pace groups; an error
+			// counts nothing.
+			r.PacedThrottled, _ = pt.Throttled()
+		}
 		r.Err = op.Paced.End()
 	case sched.WriteOut:
 		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)

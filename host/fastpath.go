@@ -82,6 +82,16 @@ type Paced interface {
 	End() error
 }
 
+// PacedThrottled is a Paced episode that can tell how long its limit has
+// held its tasks.
+type PacedThrottled interface {
+	// Throttled is the time the episode's CPU bandwidth limit has held
+	// its tasks since it began: its groups' throttled time (cpu.stat
+	// throttled_time on v1, throttled_usec on v2; kernel/sched/fair.c,
+	// unthrottle_cfs_rq), summed over the CPUs they were held on.
+	Throttled() (time.Duration, error)
+}
+
 // PacedEscapes is a Paced episode that can tell whether every thread
 // dirtying its cgroup's pages is paced: its host names the dirtying
 // threads (the eBPF tracker).

@@ -166,6 +166,11 @@ func families() []family {
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", st.Counters.PacedTime.Seconds())
 			}},
+		{name: "memcgd_cgroup_pace_held_seconds_total", typ: counter,
+			help: "Time the CPU bandwidth limits of the daemon's paces held the cgroup's dirtying tasks (the pace groups' cpu.stat throttled time, summed over CPUs), read at most every 100 ms of the cgroup's steps while paced, and as each pacing episode ends.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				emit("", st.Counters.PaceHeld.Seconds())
+			}},
 		{name: "memcgd_cgroup_paces_total", typ: counter,
 			help: "Pacing episodes of the cgroup's dirtying tasks by the daemon's dirty throttle (CPU bandwidth, the throttle's way where the hierarchy allows it).",
 			samples: func(st *state.Status, emit func(string, float64)) {

@@ -213,8 +213,17 @@ func (c *Core) startStep(st *cgroup) {
 	// tracker: only for cgroups managed, or not yet known not to be.
 	dirtied := c.cfg.Counter && (st.managed || !st.known)
 	c.observing++
-	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied, Paced: st.pace.host()}, p)
+	held := st.pace.host() != nil && c.now.Sub(st.pace.heldAt) >= heldReadInterval
+	if held {
+		st.pace.heldAt = c.now
+	}
+	c.emit(Op{Kind: Observe, Cgroup: st.cg, Read: read, Dirtied: dirtied, Paced: st.pace.host(), Held: held}, p)
 }
+
+// heldReadInterval is how often a paced cgroup's step also reads the time
+// its pace held its tasks (Op.Held): a counter for the operator, which
+// the policy does not use, so an extra read at every step would be waste.
+const heldReadInterval = 100 * time.Millisecond
 
 // observed takes a step's observation: the controller decides, and its
 // decision becomes ops and timers.
@@ -307,6 +316,9 @@ func (c *Core) observed(p pendingOp, r Result) {
 		if r.Op.Paced != nil && r.Op.Paced == st.pace.episode {
 			st.pace.cpu = r.PacedCPU
 			unpaced, unpacedKnown = r.Unpaced, r.UnpacedKnown
+			if r.Op.Held {
+				c.countHeld(st, r.PacedThrottled)
+			}
 		}
 		applied, pacedCPU = st.pace.applied, st.pace.cpu
 	}

@@ -473,6 +473,7 @@ func pacedStat(dirty, writeback uint64) memcg.Stat {
 
 func TestPacingEpisodes(t *testing.T) {
 	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", pacedStat(0, 6*mib))
+	t0 := w.now
 	w.settle()
 	if w.count(Pace, "/a") != 0 {
 		t.Fatal("paced below the background threshold")
@@ -497,10 +498,30 @@ func TestPacingEpisodes(t *testing.T) {
 	if !w.frozen["/a"] {
 		t.Error("past the backstop level, rising by more than the least pace allows: not frozen")
 	}
+	// The time the pace held the tasks counts as the episode goes, read
+	// at a step every heldReadInterval, and last as it ends.
+	w.throttled["/a"] = 3 * ms
 	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 4*mib) })
+	w.advance(heldReadInterval + 10*ms)
+	if s, _ := w.statusOf("/a"); s.Counters.PaceHeld != 3*ms {
+		t.Errorf("within the episode: held %v, want the 3ms the host read", s.Counters.PaceHeld)
+	}
+	reads := 0
+	for _, op := range w.ops {
+		if op.Kind == Observe && op.Cgroup == "/a" && op.Held {
+			reads++
+		}
+	}
+	if n := reads; n == 0 || n > int(w.now.Sub(t0)/heldReadInterval)+1 {
+		t.Errorf("%d steps read the held time in %v: want one every %v at most", n, w.now.Sub(t0), heldReadInterval)
+	}
+	w.throttled["/a"] = 7 * ms // what the host reads as the episode ends
 	w.advance(policy.PaceLinger + 100*ms)
 	if w.paced["/a"].On() || w.frozen["/a"] || w.count(Unpace, "/a") != 1 {
 		t.Errorf("below freerun for PaceLinger: pace %+v, frozen %v, %d unpaces; want released, thawed", w.paced["/a"], w.frozen["/a"], w.count(Unpace, "/a"))
+	}
+	if s, _ := w.statusOf("/a"); s.Counters.PaceHeld != 7*ms || s.Counters.PacedTime <= 0 {
+		t.Errorf("after the episode: held %v, paced %v; want the 7ms the host read, and the episode's time", s.Counters.PaceHeld, s.Counters.PacedTime)
 	}
 	// A new episode, then Stop releases it.
 	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 14*mib) })

@@ -102,6 +102,9 @@ type Op struct {
 	Read []host.Cgroup
 	// Dirtied asks Observe for the cgroup's dirtied-bytes counter too.
 	Dirtied bool
+	// Held asks Observe for the time Paced's limit has held its tasks
+	// too (host.PacedThrottled).
+	Held bool
 	// Bytes is what Reclaim asks for, and Usage the cgroup's usage in
 	// the observation it was decided on (host.Host.Reclaim); for
 	// WriteOut, Bytes is the cgroup's dirty bytes in that observation
@@ -151,6 +154,10 @@ type Result struct {
 	PacedCPU     time.Duration
 	Unpaced      int
 	UnpacedKnown bool
+	// PacedThrottled is the time the episode's limit has held its
+	// tasks, which Observe read from Op.Paced when Op.Held asked, and
+	// Unpace before ending it (host.PacedThrottled).
+	PacedThrottled time.Duration
 	// WriteOut is what WriteOut did.
 	WriteOut host.WriteOut
 	// Reclaimed is the fall of usage Reclaim achieved.

@@ -40,6 +40,10 @@ type pace struct {
 	// as the last step read it.
 	began time.Time
 	cpu   time.Duration
+	// held is the episode's held time as last read (host.PacedThrottled),
+	// and heldAt when a step last asked for it (Op.Held).
+	held   time.Duration
+	heldAt time.Time
 }
 
 // isOpen, isBusy and host read a pace that may not be there
@@ -102,6 +106,16 @@ func (c *Core) endPace(st *cgroup, why string) {
 	c.log(slog.LevelInfo, "pacing ended", args...)
 }
 
+// countHeld adds to st's counters what its episode's held time grew by
+// since the last reading, so that a long episode counts as it goes. A
+// reading of zero is a failed one: nothing is counted.
+func (c *Core) countHeld(st *cgroup, held time.Duration) {
+	if p := st.pace; held > p.held {
+		st.edit().Counters.PaceHeld += held - p.held
+		p.held = held
+	}
+}
+
 // pacedBelow reports whether a cgroup beneath cg has a pacing episode
 // open. Few cgroups are paced at once, so it looks at those alone.
 func (c *Core) pacedBelow(cg host.Cgroup) bool {
@@ -154,6 +168,10 @@ func (c *Core) paced(pd pendingOp, r Result) {
 		}
 	}()
 	defer c.touch(st)
+	if pd.op.Kind == Unpace {
+		c.countHeld(st, r.PacedThrottled)
+		p.held, p.heldAt = 0, time.Time{} // the next episode's groups are new
+	}
 	switch {
 	case r.Err == nil:
 		if pd.op.Kind == Pace {

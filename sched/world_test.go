@@ -46,10 +46,12 @@ type world struct {
 	// then.
 	handed []handedStatus
 	// paced holds each cgroup's pace in force; paceErr what Pace
-	// returns; cpu the CPU time its paced tasks used.
-	paced   map[host.Cgroup]policy.Pacing
-	paceErr map[host.Cgroup]error
-	cpu     map[host.Cgroup]time.Duration
+	// returns; cpu the CPU time its paced tasks used, and throttled the
+	// time its pace held them, which Unpace reports.
+	paced     map[host.Cgroup]policy.Pacing
+	paceErr   map[host.Cgroup]error
+	cpu       map[host.Cgroup]time.Duration
+	throttled map[host.Cgroup]time.Duration
 }
 
 type pacedEpisode struct {
@@ -81,7 +83,8 @@ var root = memcg.Stat{Limit: memcg.NoLimit}
 func newWorld(t testing.TB, cfg Config, cgs ...any) *world {
 	w := &world{t: t, now: t0, stats: map[host.Cgroup]memcg.Stat{}, frozen: map[host.Cgroup]bool{},
 		freezeErr: map[host.Cgroup]error{}, hold: map[Kind]bool{}, watches: map[host.Cgroup]host.Wake{},
-		paced: map[host.Cgroup]policy.Pacing{}, paceErr: map[host.Cgroup]error{}, cpu: map[host.Cgroup]time.Duration{}}
+		paced: map[host.Cgroup]policy.Pacing{}, paceErr: map[host.Cgroup]error{}, cpu: map[host.Cgroup]time.Duration{},
+		throttled: map[host.Cgroup]time.Duration{}}
 	for i := 0; i < len(cgs); i += 2 {
 		cg := host.Cgroup(cgs[i].(string))
 		w.stats[cg] = cgs[i+1].(memcg.Stat)
@@ -121,6 +124,9 @@ func (w *world) do(op Op) Result {
 		}
 		if op.Paced != nil {
 			r.PacedCPU, _ = op.Paced.CPU()
+			if op.Held {
+				r.PacedThrottled = w.throttled[op.Cgroup]
+			}
 		}
 		if op.Dirtied {
 			c := w.stats[op.Cgroup].Counters
@@ -150,6 +156,7 @@ func (w *world) do(op Op) Result {
 	case SetPace:
 		r.Err = op.Paced.Set(op.Quota, op.Period)
 	case Unpace:
+		r.PacedThrottled = w.throttled[op.Cgroup]
 		r.Err = op.Paced.End()
 	case WriteOut:
 		r.WriteOut = host.WriteOut{Files: 1, Bytes: w.stats[op.Cgroup].Dirty}

@@ -37,6 +37,10 @@ type Counters struct {
 	// PacedTime their total time.
 	Paces     uint64
 	PacedTime time.Duration
+	// PaceHeld is the time the paces' CPU bandwidth limits held the
+	// paced tasks (host.PacedThrottled), read now and then while an
+	// episode lasts and as it ends.
+	PaceHeld time.Duration
 	// Errors counts actions that failed (other than a vanished cgroup).
 	Errors uint64
 	// FlushesRefused counts full flushes the host declined, which are
@@ -140,6 +144,7 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "throttle_paused_us", Value: uint64(c.Paused / time.Microsecond), Known: true},
 		memcg.Field{Name: "throttle_paces", Value: c.Paces, Known: true},
 		memcg.Field{Name: "throttle_paced_us", Value: uint64(c.PacedTime / time.Microsecond), Known: true},
+		memcg.Field{Name: "throttle_pace_held_us", Value: uint64(c.PaceHeld / time.Microsecond), Known: true},
 		memcg.Field{Name: "dirty_rate_bytes_per_second", Value: s.DirtyRate, Known: true},
 		memcg.Field{Name: "write_bandwidth_bytes_per_second", Value: s.WriteBandwidth, Known: true},
 		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},

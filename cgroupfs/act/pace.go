@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -399,7 +400,7 @@ func (e *Paced) CPU() (time.Duration, error) {
 	if e.v2 {
 		var total time.Duration
 		for _, g := range e.groups {
-			used, err := cpuUsage(filepath.Join(g.dir, "cpu.stat"))
+			used, err := cpuStat(filepath.Join(g.dir, "cpu.stat"), "usage_usec", time.Microsecond)
 			if err != nil {
 				return 0, err
 			}
@@ -827,23 +828,47 @@ func threadFile(procRoot string, tid int, name string) string {
 	return filepath.Join(procRoot, t, "task", t, name)
 }
 
-// cpuUsage reads usage_usec from a v2 cpu.stat.
-func cpuUsage(p string) (time.Duration, error) {
+// cpuStat reads the time key gives in cpu.stat p, counted in unit.
+func cpuStat(p, key string, unit time.Duration) (time.Duration, error) {
 	s, err := ctlfile.Read(p)
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 63)
-			if err != nil {
-				return 0, fmt.Errorf("read %s: usage_usec %q: %w", p, v, err)
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 63)
+			if err != nil || n > math.MaxInt64/uint64(unit) {
+				return 0, fmt.Errorf("read %s: %s %q: want a count of %s up to %d", p, key, v, unit, math.MaxInt64/uint64(unit))
 			}
-			return time.Duration(us) * time.Microsecond, nil
+			return time.Duration(n) * unit, nil
 		}
 	}
-	return 0, fmt.Errorf("read %s: no usage_usec", p)
+	return 0, fmt.Errorf("read %s: no %s", p, key)
 }
+
+// Throttled is the time the episode's limit has held its threads: the sum
+// of its pace groups' throttled time, which each group counts from its
+// creation with the episode (v1 cpu.stat throttled_time, in nanoseconds;
+// v2 throttled_usec).
+func (e *Paced) Throttled() (time.Duration, error) {
+	key, unit := "throttled_time", time.Nanosecond
+	if e.v2 {
+		key, unit = "throttled_usec", time.Microsecond
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var total time.Duration
+	for _, g := range e.groups {
+		held, err := cpuStat(filepath.Join(g.dir, "cpu.stat"), key, unit)
+		if err != nil {
+			return 0, err
+		}
+		total += held
+	}
+	return total, nil
+}
+
+var _ host.PacedThrottled = (*Paced)(nil)
 
 // dirtiers returns the threads of cg that dirtied pages lately: Dirtiers'
 // answer, or those whose write_bytes grew since the last sample. When the

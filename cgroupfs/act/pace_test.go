@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,10 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pt, ok := e.(host.PacedThrottled)
+	if !ok {
+		t.Fatal("the episode does not tell how long its limit held its threads (host.PacedThrottled)")
+	}
 	group := filepath.Join(home, journal.PaceGroupName)
 	file := journal.FileTasksV1
 	if l.CPU == nil {
@@ -136,9 +141,15 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 		t.Errorf("the pace group holds %v: want the dirtying dd alone (%d)", tids, writer.Process.Pid)
 	}
 	// Held to about 20 % of a CPU, by its own run time and by CPU().
-	run0, cpu0 := runtime(t, writer.Process.Pid), must(e.CPU())
+	run0, cpu0, held0 := runtime(t, writer.Process.Pid), must(e.CPU()), must(pt.Throttled())
 	time.Sleep(500 * time.Millisecond)
-	run1, cpu1 := runtime(t, writer.Process.Pid), must(e.CPU())
+	run1, cpu1, held1 := runtime(t, writer.Process.Pid), must(e.CPU()), must(pt.Throttled())
+	// The limit held it most of the time (each CPU's throttled time
+	// counts, so at most the wall time on each).
+	t.Logf("throttled %v in 500 ms", held1-held0)
+	if held := held1 - held0; held <= 0 || held > time.Duration(goruntime.NumCPU())*600*time.Millisecond {
+		t.Errorf("Throttled() grew by %v in 500 ms at 2ms/10ms: want more than nothing, at most the wall time on each CPU", held)
+	}
 	share := float64(run1-run0) / float64(500*time.Millisecond)
 	t.Logf("paced at 2ms/10ms: %.2f of a CPU over 500 ms; CPU() counted %v of its %v", share, cpu1-cpu0, run1-run0)
 	if share > 0.35 || share < 0.05 {

@@ -55,6 +55,8 @@ run, summed), writeout_targeted, writeout_flush (and their _bytes),
 throttle_pauses and throttle_paused_us (the throttle's freezes and their
 time: with pacing, the backstop's), throttle_paces and throttle_paced_us
 (pacing episodes of the dirtying tasks by CPU bandwidth, and their time),
+throttle_pace_held_us (the time the paces' limits held those tasks, read
+every 100 ms or so while paced),
 dirty_rate_bytes_per_second and write_bandwidth_bytes_per_second (the
 throttle's estimates); then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available

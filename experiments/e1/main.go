@@ -365,6 +365,7 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd full flushes", "%.0f", field("writeout_flush"))
 	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
 	num("memcgd time paused (ms)", "%.0f", func(a arm) float64 { return field("throttle_paused_us")(a) / 1e3 })
+	num("memcgd time its pace held the writer (ms; summed over CPUs)", "%.0f", func(a arm) float64 { return field("throttle_pace_held_us")(a) / 1e3 })
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
 	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd steps (looks at a cgroup) during the writer's run, a second", "%.0f", func(a arm) float64 { return a.daemon.StepRate() })

@@ -238,6 +238,7 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
 		num("samples with the writer frozen (%)", "%.1f", func(s sample) float64 { return s.frozen })
 		num("memcgd time paused (ms)", "%.0f", func(s sample) float64 { return field("throttle_paused_us")(s) / 1e3 })
+		num("memcgd time its pace held the writer (ms; summed over CPUs)", "%.0f", func(s sample) float64 { return field("throttle_pace_held_us")(s) / 1e3 })
 		num("memcgd CPU during the writer's run (% of one core)", "%.1f", func(s sample) float64 {
 			if s.daemon.Busy < 0 {
 				return math.NaN() // no daemon

@@ -231,6 +231,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		num("others' written out during the run (MiB)", "%.1f", func(r result) float64 { return lab.MiB(r.out) })
 		num("memcgd targeted write-outs", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_targeted"]) })
 		num("memcgd full flushes", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["writeout_flush"]) })
+		num("memcgd time its pace held fio (ms; summed over CPUs)", "%.0f", func(r result) float64 { return float64(r.daemon.Fields["throttle_pace_held_us"]) / 1e3 })
 		num("device busy during fio (%)", "%.1f", func(r result) float64 { return r.disk.BusyPercent() })
 		num("device write rate during fio (MiB/s)", "%.1f", func(r result) float64 { return r.disk.WriteMiBps() })
 		num("memcgd CPU during fio (% of one core)", "%.1f", func(r result) float64 {

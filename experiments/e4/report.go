@@ -236,6 +236,12 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 		}
 		return share(float64(d.Fields["throttle_paused_us"])*1e3, float64(d.BusyWall))
 	}))
+	num("memcgd: time its pace held the writer (% of the run; summed over CPUs)", "%.1f", daemon(func(d lab.DaemonResult) float64 {
+		if d.BusyWall == 0 {
+			return math.NaN()
+		}
+		return share(float64(d.Fields["throttle_pace_held_us"])*1e3, float64(d.BusyWall))
+	}))
 	num("memcgd: targeted write-outs", "%.0f", field("writeout_targeted"))
 	num("memcgd: bytes written out (MiB)", "%.0f", daemon(func(d lab.DaemonResult) float64 { return lab.MiB(d.Fields["writeout_targeted_bytes"]) }))
 	num("memcgd: full flushes", "%.0f", field("writeout_flush"))

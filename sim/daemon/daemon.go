@@ -181,6 +181,9 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 		}
 		if op.Paced != nil {
 			r.PacedCPU, _ = op.Paced.CPU()
+			if pt, ok := op.Paced.(host.PacedThrottled); ok && op.Held {
+				r.PacedThrottled, _ = pt.Throttled()
+			}
 		}
 		if op.Dirtied && r.Err == nil {
 			r.Dirtied, r.DirtiedErr = h.DirtyCounts(ctx, op.Cgroup)
@@ -200,6 +203,11 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 		h.PaceSets++
 		r.Err = op.Paced.Set(op.Quota, op.Period)
 	case sched.Unpace:
+		if pt, ok := op.Paced.(host.PacedThrottled); ok {
+			// Read before End removes the pace groups; an error
+			// counts nothing.
+			r.PacedThrottled, _ = pt.Throttled()
+		}
 		r.Err = op.Paced.End()
 	case sched.WriteOut:
 		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)

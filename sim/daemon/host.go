@@ -263,6 +263,16 @@ func (e *paced) CPU() (time.Duration, error) {
 	return time.Duration(e.h.k.CPUStat(e.g).Usage), nil
 }
 
+// Throttled is the pace group's cpu.stat throttled time.
+func (e *paced) Throttled() (time.Duration, error) {
+	if e.g < 0 {
+		return 0, nil
+	}
+	return time.Duration(e.h.k.CPUStat(e.g).ThrottledTime), nil
+}
+
+var _ host.PacedThrottled = (*paced)(nil)
+
 // End puts the tasks back in their groups and lifts the group's quota.
 func (e *paced) End() error {
 	if e.ended {

@@ -107,8 +107,8 @@ type pacer struct {
 	on bool
 	// below is when dirty+writeback last fell to freerun while on.
 	below time.Time
-	// efficiency is the bytes dirtied per CPU-second of the paced tasks,
-	// measured; zero until measured.
+	// efficiency is the bytes dirtied per second of one CPU's share
+	// granted to the paced tasks, measured; zero until measured.
 	efficiency float64
 	// least is when the least pace (pos_ratio 0, at or past the limit)
 	// came into force, zero while another is; level is dirty+writeback
@@ -127,14 +127,17 @@ type pacer struct {
 	leastEff                 float64
 	// leastRefills counts the refills asked for since (staleTimer).
 	leastRefills int
-	// lastPace, lastAt, lastDirtied and lastCPU are the pace in force,
-	// the time, the dirtied counter and the paced tasks' CPU time where
-	// the efficiency's measurement window began; measured says one has.
-	lastPace    Pacing
+	// lastAt and lastDirtied are the time and the dirtied counter where
+	// the efficiency's measurement window began, measured says one has;
+	// granted is the CPU time the paces in force granted since (share
+	// times time), counted up to grantedAt, and span the longest period
+	// among them.
 	lastAt      time.Time
 	lastDirtied uint64
-	lastCPU     time.Duration
 	measured    bool
+	granted     time.Duration
+	grantedAt   time.Time
+	span        time.Duration
 	// inForce is the pace in force at the last step; timerBy is until
 	// when the group's period timer may still be armed for a longer
 	// period than the one in force, and refilled when the pace was last
@@ -369,9 +372,9 @@ func (c *Controller) headroomLevel(share float64, limit uint64) uint64 {
 	return uint64(max(l, 0))
 }
 
-// Efficiency is the bytes the cgroup's dirtying tasks dirty per
-// CPU-second, as the pace measured it (or assumes it, before a
-// measurement).
+// Efficiency is the bytes the cgroup's dirtying tasks dirty per second of
+// one CPU's share granted to them, as the pace measured it (or assumes it,
+// before a measurement).
 func (c *Controller) Efficiency() uint64 { return uint64(c.efficiency()) }
 
 // paceBand is the dirty+writeback range within which pace p stands: the
@@ -445,7 +448,9 @@ const PaceOverrun = 4 * time.Millisecond
 // Elsewhere it is dirtying past what the least pace lets its tasks dirty,
 // at the efficiency measured before: twice the CPU time they used since,
 // where the driver reads it (a paced task dirties as fast as before, or
-// somewhat faster once its pages are cached), and PaceOverrun more; else
+// somewhat faster once its pages are cached, and at the shares before the
+// least CFS grants less than asked, which the efficiency per share
+// granted counts in), and PaceOverrun more; else
 // a quota and an overrun for each grant of a quota since: the write of
 // the least pace, each refill (Decision.PaceRefill) and each period's.
 // The cgroup's dirtied bytes tell it where the driver counts them, its
@@ -472,9 +477,9 @@ func (p *pacer) escaped(in Input, dirty uint64) bool {
 	return sat(dirty, p.leastLevel) > allowed
 }
 
-// efficiency is the measured bytes the paced tasks dirty per CPU-second
-// of share, or before a measurement the recent dirtying rate on one CPU,
-// or DefaultEfficiency.
+// efficiency is the measured bytes the paced tasks dirty per second of
+// one CPU's share granted (measureEfficiency), or before a measurement the
+// recent dirtying rate on one CPU, or DefaultEfficiency.
 func (c *Controller) efficiency() float64 {
 	switch {
 	case c.pacer != nil && c.pacer.efficiency > 0:
@@ -485,37 +490,39 @@ func (c *Controller) efficiency() float64 {
 	return DefaultEfficiency
 }
 
-// measureEfficiency folds in the bytes the cgroup dirtied since the last
-// step per CPU-second its paced tasks used (Input.PacedCPU): what a share
-// of the CPU achieves, bursts past the quota included (a task is
-// throttled at its next tick past it, kernel/sched/fair.c,
-// account_cfs_rq_runtime, and each write of the quota refills it). Where
-// the driver does not read the CPU time, the share of a pace in force
-// over a whole period stands for it: over a shorter window a task gets
-// its quota or nothing, so the window is kept open until it spans one.
-// The estimate moves by at most a factor of two a step, so that one odd
-// interval does not make the next pace a free run or a stop.
+// measureEfficiency folds in the bytes the cgroup dirtied per second of
+// the share the paces in force granted, over a window of at least their
+// longest period: what asking for a share achieves, end to end. CFS does
+// not deliver the share it is given. A task runs past its quota to its
+// next tick (kernel/sched/fair.c, account_cfs_rq_runtime), a CPU's run
+// queue keeps up to a quota's runtime when its tasks move
+// (__return_cfs_rq_runtime), and each write of the quota refills it
+// (kernel/sched/core.c, tg_set_cfs_bandwidth). So the CPU time the paced
+// tasks use is not the share asked for: more at the least pace, less at
+// higher ones. Measured per share granted, the law's share
+// (task_ratelimit / Efficiency) asks for what yields the rate, whatever
+// CFS makes of it. Within a period a task gets its quota or nothing, so
+// the window stays open until it spans the longest period in it. A pace
+// without a quota grants no share: it ends the window, and teaches
+// nothing. The estimate moves by at most a factor of two a window, so
+// that one odd window does not make the next pace a free run or a stop.
 func (c *Controller) measureEfficiency(in Input) {
 	p := c.pacer
 	dirtied := in.Stat.Counters.DirtiedBytes
-	if !in.Paced.On() || !in.Stat.Counters.HasDirtied || !p.measured || !in.Now.After(p.lastAt) || dirtied < p.lastDirtied {
-		p.mark(in, in.Paced.On() && in.Stat.Counters.HasDirtied)
+	if !in.Paced.Limited() || !in.Stat.Counters.HasDirtied || !p.measured || !in.Now.After(p.lastAt) || dirtied < p.lastDirtied {
+		p.mark(in, in.Paced.Limited() && in.Stat.Counters.HasDirtied)
 		return
 	}
-	var cpu time.Duration
-	switch {
-	case in.PacedCPU > 0 && p.lastCPU > 0:
-		cpu = in.PacedCPU - p.lastCPU
-	case in.PacedCPU > 0 || !in.Paced.Limited() || in.Paced != p.lastPace:
-		// The first CPU reading, or a pace without a share to stand
-		// for one: a window begins.
-	case in.Now.Sub(p.lastAt) < in.Paced.Period:
+	// The pace in force now is the one written at the last step, in
+	// force since (the driver reports a pace once it holds).
+	p.granted += time.Duration(float64(in.Now.Sub(p.grantedAt)) * in.Paced.Share())
+	p.grantedAt = in.Now
+	p.span = max(p.span, in.Paced.Period)
+	if in.Now.Sub(p.lastAt) < p.span {
 		return // the window stays open
-	default:
-		cpu = time.Duration(float64(in.Now.Sub(p.lastAt)) * in.Paced.Share())
 	}
-	if cpu > 0 && dirtied > p.lastDirtied {
-		e := float64(dirtied-p.lastDirtied) / cpu.Seconds()
+	if p.granted > 0 && dirtied > p.lastDirtied {
+		e := float64(dirtied-p.lastDirtied) / p.granted.Seconds()
 		if p.efficiency == 0 {
 			p.efficiency = e
 		} else {
@@ -528,7 +535,8 @@ func (c *Controller) measureEfficiency(in Input) {
 
 // mark begins a measurement window at in.
 func (p *pacer) mark(in Input, measured bool) {
-	p.lastPace, p.lastAt, p.lastDirtied, p.lastCPU, p.measured = in.Paced, in.Now, in.Stat.Counters.DirtiedBytes, in.PacedCPU, measured
+	p.lastAt, p.lastDirtied, p.measured = in.Now, in.Stat.Counters.DirtiedBytes, measured
+	p.granted, p.grantedAt, p.span = 0, in.Now, 0
 }
 
 // PaceFor is the pace that gives share of one CPU, in the smallest bursts

@@ -151,25 +151,26 @@ func TestThePaceLearnsWhatAShareAchieves(t *testing.T) {
 	// 300 ms at 0.3 of a CPU dirtied 9 MiB: 100 MiB per CPU-second.
 	c.Step(in(300*ms, 9*mib))
 	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
-		t.Errorf("efficiency %.0f B/CPU-s, want %.0f", got, want)
+		t.Errorf("efficiency %.0f B/s of a CPU's share, want %.0f", got, want)
 	}
 	// An interval in which nothing was dirtied says nothing.
 	c.Step(in(600*ms, 9*mib))
 	if got, want := c.pacer.efficiency, 100.0*mib; got < want*0.999 || got > want*1.001 {
-		t.Errorf("after an idle interval: efficiency %.0f B/CPU-s, want it kept at %.0f", got, want)
+		t.Errorf("after an idle interval: efficiency %.0f B/s of a CPU's share, want it kept at %.0f", got, want)
 	}
 }
 
-// The efficiency, where the driver reads the paced tasks' CPU time, is
-// the bytes dirtied per CPU-second they used, over any window; without
-// it, the share of the pace stands for the CPU time, and only over a
-// window of at least a period (within one a task gets its quota or
-// nothing).
-func TestThePaceMeasuresEfficiencyByCPUTime(t *testing.T) {
+// The efficiency is the bytes dirtied per second of the share the pace
+// grants, over a window of at least a period (within one a task gets its
+// quota or nothing). The CPU time the paced tasks used does not enter it:
+// CFS delivers more than the least share and less than higher ones, and
+// the share asked for is what the law sets.
+func TestThePaceMeasuresEfficiencyPerShareGranted(t *testing.T) {
 	type cpuStep struct {
 		at      time.Duration
 		dirtied uint64
 		cpu     time.Duration // the paced tasks' CPU time read; 0: not read
+		pace    Pacing        // in force; the zero Pacing: the case's
 	}
 	limits := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	t0 := time.Unix(100, 0)
@@ -178,23 +179,32 @@ func TestThePaceMeasuresEfficiencyByCPUTime(t *testing.T) {
 		name  string
 		pace  Pacing
 		steps []cpuStep
-		want  float64 // bytes per CPU-second after the steps
+		want  float64 // bytes per second of one CPU's share after the steps
 	}{
-		{"the CPU time read: 4 MiB for 1 ms of CPU at the least pace is 4000 MiB per CPU-second", least,
-			[]cpuStep{{0, 0, 10 * ms}, {5 * ms, 4 * mib, 11 * ms}}, 4000 * mib},
-		{"no CPU read: a window shorter than the period says nothing", least,
-			[]cpuStep{{0, 0, 0}, {5 * ms, 4 * mib, 0}}, 0},
-		{"no CPU read: a window of a period uses the share", Pacing{1 * ms, 10 * ms},
-			[]cpuStep{{0, 0, 0}, {5 * ms, 1 * mib, 0}, {10 * ms, 2 * mib, 0}}, 2000 * mib},
+		{"a window shorter than the period says nothing", least,
+			[]cpuStep{{0, 0, 10 * ms, Pacing{}}, {5 * ms, 4 * mib, 11 * ms, Pacing{}}}, 0},
+		{"a window of a period: 2 MiB in 10 ms at a tenth of a CPU is 2000 MiB a second", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 0, Pacing{}}, {5 * ms, 1 * mib, 0, Pacing{}}, {10 * ms, 2 * mib, 0, Pacing{}}}, 2000 * mib},
+		{"the same, with the tasks using more CPU than the share: still per share granted", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 10 * ms, Pacing{}}, {5 * ms, 1 * mib, 12 * ms, Pacing{}}, {10 * ms, 2 * mib, 14 * ms, Pacing{}}}, 2000 * mib},
+		{"the same, with the tasks using less: still per share granted", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 10 * ms, Pacing{}}, {5 * ms, 1 * mib, 10200 * time.Microsecond, Pacing{}}, {10 * ms, 2 * mib, 10500 * time.Microsecond, Pacing{}}}, 2000 * mib},
+		{"a change of pace within a window: 1.5 MiB over 5 ms at a tenth and 5 ms at a fifth is 1000 MiB a second", Pacing{1 * ms, 10 * ms},
+			[]cpuStep{{0, 0, 0, Pacing{}}, {5 * ms, mib / 2, 0, Pacing{}}, {10 * ms, 3 * mib / 2, 0, Pacing{2 * ms, 10 * ms}}}, 1000 * mib},
+		{"a pace without a quota grants no share and teaches nothing", Unlimited,
+			[]cpuStep{{0, 0, 10 * ms, Pacing{}}, {100 * ms, 40 * mib, 30 * ms, Pacing{}}, {200 * ms, 80 * mib, 50 * ms, Pacing{}}}, 0},
 	} {
 		c := NewController()
 		for _, st := range tt.steps {
 			x := scenarioInput(t0.Add(st.at), 0, 14*mib, st.dirtied)
 			x.Dirty, x.Freezer, x.Pacer, x.Paced, x.PacedCPU = limits, FreezerHeld, true, tt.pace, st.cpu
+			if st.pace.On() {
+				x.Paced = st.pace
+			}
 			c.Step(x)
 		}
 		if got := c.pacer.efficiency; math.Abs(got-tt.want) > tt.want*0.001 {
-			t.Errorf("%s: efficiency %.0f B/CPU-s, want %.0f", tt.name, got, tt.want)
+			t.Errorf("%s: efficiency %.0f B/s of a CPU's share, want %.0f", tt.name, got, tt.want)
 		}
 	}
 }

@@ -448,9 +448,10 @@ const PaceOverrun = 4 * time.Millisecond
 // Elsewhere it is dirtying past what the least pace lets its tasks dirty,
 // at the efficiency measured before: twice the CPU time they used since,
 // where the driver reads it (a paced task dirties as fast as before, or
-// somewhat faster once its pages are cached, and at the shares before the
-// least CFS grants less than asked, which the efficiency per share
-// granted counts in), and PaceOverrun more; else
+// somewhat faster once its pages are cached; the efficiency, per share
+// granted, reads below the bytes per CPU-second used where CFS delivered
+// less than the share, and the factor of two covers that), and
+// PaceOverrun more; else
 // a quota and an overrun for each grant of a quota since: the write of
 // the least pace, each refill (Decision.PaceRefill) and each period's.
 // The cgroup's dirtied bytes tell it where the driver counts them, its

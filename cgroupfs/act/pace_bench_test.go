@@ -48,3 +48,29 @@ func BenchmarkPacedSet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPacedCPU reads a pacing episode's CPU time as a step of the
+// daemon reads it while a thread is paced (host.Paced.CPU).
+//
+//	go test ./cgroupfs/act -run '^$' -bench PacedCPU -benchmem
+func BenchmarkPacedCPU(b *testing.B) {
+	l := paceable(b)
+	c := cgrouptest.New(b, l, 64<<20)
+	sleeper := c.Start(b, "sleep", "3600")
+	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: cgrouptest.Journal(b, l), Under: host.Cgroup(path.Dir(string(c.Path))),
+		Dirtiers: listedDirtiers{sleeper.Process.Pid}}
+	e, err := p.Pace(b.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := e.End(); err != nil {
+			b.Error(err)
+		}
+	})
+	for b.Loop() {
+		if _, err := e.CPU(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -168,16 +169,20 @@ type report struct {
 
 // collect observes each cgroup and its ancestors and passes each report to
 // emit as soon as it is built, holding only the readings of the current
-// path from the root (resolve.PathCache) over cgs in walk order. Each says
-// whether cfg would manage the cgroup (managedBy). A cgroup that vanishes
-// meanwhile is skipped; any other failure is returned after the rest. It
-// returns how many reports it emitted.
+// path from the root (resolve.PathCache) over cgs in walk order, and those
+// read ahead of it (statReadAhead). Each says whether cfg would manage the
+// cgroup (managedBy). A cgroup that vanishes meanwhile is skipped; any
+// other failure is returned after the rest. It returns how many reports
+// it emitted.
 func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(host.Cgroup) memcg.Knobs, cgs []host.Cgroup, emit func(report) error) (int, error) {
-	cache := resolve.NewPathCache(h.Observe)
+	ahead := newReadAhead(ctx, h.Observe, cgs, runtime.GOMAXPROCS(0), statReadAhead)
+	defer ahead.Stop()
+	cache := resolve.NewPathCache(ahead.Observe(h.Observe))
 	var errs []error
 	n := 0
 	for _, cg := range cgs {
 		s, e, err := resolve.Resolve(ctx, cg, cache.Observe, knobs)
+		ahead.Skip(cg)
 		var why string
 		if err == nil {
 			why, err = managedBy(ctx, cfg, cg, cache.Observe)
@@ -196,6 +201,11 @@ func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(ho
 	}
 	return n, errors.Join(errs...)
 }
+
+// statReadAhead is how many cgroups collect reads ahead of the one it
+// reports: enough to keep every CPU reading while it formats, few enough
+// that the readings held stay small beside the 10,000 it may list.
+const statReadAhead = 64
 
 // managedBy returns why cfg would not manage cg, "" when it would: outside
 // manage.under, or with limited_only and no limit on cg or an ancestor

@@ -520,17 +520,22 @@ static __always_inline bool writes_back(struct inode *host)
 }
 
 /* folio_memcg_of is folio_memcg() (include/linux/memcontrol.h): mask the
- * flag bits; a kmem folio points to an obj_cgroup. NULL if the folio is
- * charged to no memcg. */
+ * flag bits; a kmem folio points to an obj_cgroup, and from the kernels
+ * whose obj_cgroup has is_root (7.2) every folio does. NULL if the folio
+ * is charged to no memcg. */
 static __always_inline struct mem_cgroup *folio_memcg_of(struct folio *folio)
 {
 	unsigned long md = folio->memcg_data;
 	unsigned long nflags = bpf_core_enum_value(enum page_memcg_data_flags, __NR_MEMCG_DATA_FLAGS);
 	unsigned long kmem = bpf_core_enum_value(enum page_memcg_data_flags, MEMCG_DATA_KMEM);
-	struct mem_cgroup *memcg = (struct mem_cgroup *)(md & ~(nflags - 1));
-	if (md & kmem)
-		memcg = BPF_CORE_READ((struct obj_cgroup *)memcg, memcg);
-	return memcg;
+	if (bpf_core_enum_value_exists(enum objext_flags, __NR_OBJEXTS_FLAGS))
+		nflags = bpf_core_enum_value(enum objext_flags, __NR_OBJEXTS_FLAGS);
+	void *p = (void *)(md & ~(nflags - 1));
+	if (!p)
+		return NULL;
+	if ((md & kmem) || bpf_core_field_exists(struct obj_cgroup___lru, is_root))
+		return BPF_CORE_READ((struct obj_cgroup *)p, memcg);
+	return p;
 }
 
 /* memcg_entry_of returns the cached watched ancestors of the memcg id at
@@ -553,7 +558,8 @@ static __always_inline struct memcg_entry *memcg_entry_of(struct mem_cgroup *mem
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(dirty_folio, struct folio *folio, struct address_space *mapping)
 {
-	if (!mapping)
+	/* 7.2's verifier takes a tracepoint's pointers as possibly NULL. */
+	if (!folio || !mapping)
 		return 0;
 	struct inode *host = mapping->host;
 	if (!host || !writes_back(host))
@@ -690,7 +696,7 @@ SEC("tp_btf/ext4_invalidate_folio")
 int BPF_PROG(invalidate_folio, struct folio *folio, size_t offset, size_t length)
 {
 	unsigned long dirty = 1UL << bpf_core_enum_value(enum pageflags, PG_dirty);
-	if (offset != 0 || !(folio_flags(folio) & dirty))
+	if (!folio || offset != 0 || !(folio_flags(folio) & dirty))
 		return 0;
 	u64 bytes = folio_pages(folio) << PAGE_SHIFT;
 	if (length < bytes || !folio_counts_dirty(folio))

@@ -2,7 +2,8 @@
 /*
  * vmlinux.h: the few kernel types dirtytrack.c reads, cut down by hand from
  * `bpftool btf dump file /sys/kernel/btf/vmlinux format c` of Debian's
- * 6.1.0-57 and of the 6.18 development host. Every struct is
+ * 6.1.0-57 and of the 6.18 development host, and from Debian's 7.2.13
+ * headers. Every struct is
  * preserve_access_index: the compiler emits CO-RE relocations by field name,
  * and the loader resolves offsets, sizes and enum values against the running
  * kernel's BTF, so the layouts below need only the fields used, in any order.
@@ -116,6 +117,12 @@ enum page_memcg_data_flags {
 	__NR_MEMCG_DATA_FLAGS = 4,
 };
 
+/* include/linux/memcontrol.h of 7.2: folio_objcg() masks
+ * OBJEXTS_FLAGS_MASK, __NR_OBJEXTS_FLAGS - 1. */
+enum objext_flags {
+	__NR_OBJEXTS_FLAGS = 8,
+};
+
 /* include/linux/kernfs.h */
 struct kernfs_node {
 	u64 id;
@@ -147,6 +154,13 @@ struct mem_cgroup {
 
 struct obj_cgroup {
 	struct mem_cgroup *memcg;
+};
+
+/* From the kernels where every charged folio's memcg_data points to an
+ * obj_cgroup, LRU folios too (7.2's folio_memcg() is
+ * obj_cgroup_memcg(folio_objcg(folio))), which gave obj_cgroup is_root. */
+struct obj_cgroup___lru {
+	_Bool is_root;
 };
 
 /* include/linux/cgroup-defs.h, include/linux/sched.h. The array's length

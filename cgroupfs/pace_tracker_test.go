@@ -69,9 +69,7 @@ func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
 func paceWithTracker(t *testing.T) (cgroupfs.Layout, *dirtytrack.Tracker) {
 	t.Helper()
 	l := cgrouptest.Layout(t)
-	if os.Getenv("MEMCGD_VM") == "1" {
-		t.Skip("the test VM's kernel is older than 6.18, where memcgd does not pace by default: the host runs the pacer tests")
-	}
+	cgrouptest.SkipVMWithoutPacing(t, "the host runs the pacer tests")
 	if l.CPU == nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no cpu controller on v1: cannot test the pacer")

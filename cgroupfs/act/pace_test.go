@@ -23,15 +23,14 @@ import (
 
 // paceable returns the layout if this host lets the pacer pace: the cpu
 // controller on a v1 hierarchy, or memory on v2 with cpu available to
-// the test's cgroups; else the test ends (a failure in CI). The test
+// the test's cgroups; else the test ends (a failure in CI). CI's test
 // VMs run a kernel before 6.18, on which memcgd does not pace by default
 // (cmd/memcgd/pace.go, pacing): they give their cgroups no cpu
-// controller, and the host runs these tests.
+// controller, and the host runs these tests
+// (cgrouptest.SkipVMWithoutPacing).
 func paceable(t testing.TB) layout.Layout {
 	t.Helper()
-	if os.Getenv("MEMCGD_VM") == "1" {
-		t.Skip("the test VM's kernel is older than 6.18, where memcgd does not pace by default: the host runs the pacer tests")
-	}
+	cgrouptest.SkipVMWithoutPacing(t, "the host runs the pacer tests")
 	l := cgrouptest.Layout(t)
 	if l.CPU == nil && l.Memory.Version != layout.V2 {
 		if os.Getenv("CI") == "true" {

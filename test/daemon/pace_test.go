@@ -73,16 +73,15 @@ func runDelay() time.Duration {
 }
 
 // paceableHost ends the test where the pacer cannot pace: no v1 cpu
-// hierarchy and memory not on v2 (a failure in CI). The test VMs run a
-// kernel before 6.18, on which memcgd does not pace unless told to
+// hierarchy and memory not on v2 (a failure in CI), and in a test VM
+// where memcgd does not pace (cgrouptest.SkipVMWithoutPacing): CI's VMs
+// run Debian's 6.1, on which memcgd does not pace unless told to
 // (cmd/memcgd/pace.go, pacing) and which stopped making progress when a
-// pacing daemon was killed: they have no cpu controller, and the host
-// runs these tests.
+// pacing daemon was killed, without the cpu controller, and the host
+// runs these tests there.
 func paceableHost(t *testing.T, l layout.Layout) {
 	t.Helper()
-	if os.Getenv("MEMCGD_VM") == "1" {
-		t.Skip("the test VM's kernel is older than 6.18, where memcgd does not pace by default: the host runs the pace tests")
-	}
+	cgrouptest.SkipVMWithoutPacing(t, "the host runs the pace tests")
 	if l.CPU == nil && l.Memory.Version != layout.V2 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no cpu controller to pace with")

@@ -50,6 +50,19 @@ v2)
 		die "mount cgroup2 failed"
 	echo "+memory +io" >/sys/fs/cgroup/cgroup.subtree_control ||
 		die "enable memory and io controllers failed"
+	if [ "$(param cpu)" = 1 ]; then
+		echo +cpu >/sys/fs/cgroup/cgroup.subtree_control ||
+			die "enable the cpu controller failed"
+		# A CPU limit that never binds, held for the whole run: the first
+		# limit set turns on the __cfs_bandwidth_used static key and the
+		# last one removed turns it off (kernel/sched/fair.c,
+		# cfs_bandwidth_usage_inc), and each switch patches kernel text,
+		# which under TCG hit an int3 in set_next_task_fair ("Oops: int3")
+		# as a pace group came and went, as the freezer's key did on 6.1.
+		mkdir /sys/fs/cgroup/memcgd-vm-cpu-anchor &&
+			echo "1000000 1000000" >/sys/fs/cgroup/memcgd-vm-cpu-anchor/cpu.max ||
+			die "hold a CPU limit failed"
+	fi
 	jobcg=
 	;;
 v1)

@@ -16,6 +16,13 @@ import (
 // cannot load a module, so the generic implementation is loaded up front.
 func bootModules() []string { return []string{"virtio_pci", "virtio_blk", "crc32c_generic", "ext4"} }
 
+// builtinOK are the boot modules a kernel may build in instead: Debian's
+// 7.x kernels build virtio_pci in, and their ext4 takes crc32c from
+// lib/crc rather than the crypto API. A kernel package that ships no
+// such module is taken to have it built in; a missing ext4 or
+// virtio_blk is still an error here, not a VM that cannot mount its disk.
+var builtinOK = map[string]bool{"virtio_pci": true, "crc32c_generic": true}
+
 // moduleClosure returns the host paths of roots and of every module they
 // depend on, in an order insmod accepts: each module after its dependencies.
 // Dependencies are read from the depends= entry of each module's .modinfo
@@ -64,6 +71,9 @@ func moduleClosure(modulesDir string, roots []string) ([]string, error) {
 		return nil
 	}
 	for _, r := range roots {
+		if _, ok := index[moduleName(r)]; !ok && builtinOK[moduleName(r)] {
+			continue
+		}
 		if err := visit(moduleName(r), "boot"); err != nil {
 			return nil, err
 		}

@@ -47,6 +47,11 @@ type Config struct {
 	DiskBytes int64         // size of the ext4 disk at /mnt; 0 means DefaultDiskBytes
 	WriteBPS  int64         // qemu write limit of the disk in bytes/s; 0 means DefaultWriteBPS, <0 unthrottled
 	Timeout   time.Duration // from qemu start to power-off; 0 means DefaultTimeout
+	// CPUController enables the cpu controller beneath the v2 root, which
+	// the pace's CFS bandwidth needs. Off by default: on Debian's 6.1 the
+	// VM stalled while memcgd paced (docs/throttle.md, "Per kernel and
+	// hierarchy"). The v1 layout has no cpu hierarchy either way.
+	CPUController bool
 	// WorkDir receives the initramfs and the disk image; it must exist, and
 	// the caller removes it (the disk holds up to DiskBytes after a run).
 	WorkDir string
@@ -147,6 +152,9 @@ func qemuArgs(cfg Config, initrd, disk string) []string {
 		"console=ttyS0", "loglevel=5", "softlockup_all_cpu_backtrace=1", "softlockup_panic=1", "panic=-1",
 		"memcgd.cgroup=" + string(cfg.Cgroup),
 		"memcgd.write_bps=" + strconv.FormatInt(max(cfg.WriteBPS, 0), 10),
+	}
+	if cfg.CPUController {
+		params = append(params, "memcgd.cpu=1")
 	}
 	return []string{
 		"-nodefaults", "-no-user-config", "-display", "none",

@@ -28,6 +28,8 @@ type VMFlags struct {
 	WriteBPS int64
 	// Timeout bounds the whole VM run.
 	Timeout time.Duration
+	// CPU enables the cpu controller on v2 (vm.Config.CPUController).
+	CPU bool
 }
 
 // Defaults of VMFlags. The experiment's sizes are scaled to this: a 50
@@ -43,11 +45,12 @@ func (v *VMFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&v.MemoryMB, "vm-mem", DefaultVMMemoryMB, "with -vm: guest memory in MB")
 	fs.Int64Var(&v.WriteBPS, "vm-bps", vm.DefaultWriteBPS, "with -vm: write limit of the VM's disk in bytes/s")
 	fs.DurationVar(&v.Timeout, "vm-timeout", DefaultVMTimeout, "with -vm: time limit of the VM run")
+	fs.BoolVar(&v.CPU, "vm-cpu", false, "with -vm v2: enable the cpu controller, which the pace needs (off: on Debian's 6.1 the VM stalled while memcgd paced)")
 }
 
 // hostOnly are the flags that say how to run the experiment, not what it
 // measures: they are not passed on into the VM.
-var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "scratch", "memcgd", "writer", "victim", "revision"}
+var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "vm-cpu", "scratch", "memcgd", "writer", "victim", "revision"}
 
 // runInVM builds the experiment name, the writer and memcgd as static
 // binaries, boots a VM with them and runs the experiment inside, its
@@ -99,14 +102,14 @@ func runInVM(ctx context.Context, name string, f Flags) error {
 		Files: files}
 
 	fmt.Printf("$ go run %s %s\n\n", name, strings.Join(quoteAll(os.Args[1:]), " "))
-	fmt.Printf("In a VM: the Debian kernel of test/vm under qemu (TCG, %d CPUs, %d MB), cgroup %s, "+
+	fmt.Printf("In a VM: the Debian kernel %s under qemu (TCG, %d CPUs, %d MB), cgroup %s%s, "+
 		"scratch files on an ext4 virtio disk whose writes qemu throttles to %.1f MiB/s (%d bytes/s). "+
 		"Inside, the VM runs:\n\n    %s\n\n",
-		vm.DefaultCPUs, f.VM.MemoryMB, f.VM.Cgroup, MiB(uint64(f.VM.WriteBPS)), f.VM.WriteBPS, strings.Join(quoteAll(args), " "))
+		assets.Release, vm.DefaultCPUs, f.VM.MemoryMB, f.VM.Cgroup, cpuNote(f.VM.CPU), MiB(uint64(f.VM.WriteBPS)), f.VM.WriteBPS, strings.Join(quoteAll(args), " "))
 	out := &markerFilter{w: os.Stdout}
 	report, err := vm.Run(ctx, vm.Config{
 		Assets: assets, Cgroup: vm.Cgroup(f.VM.Cgroup), MemoryMB: f.VM.MemoryMB, WriteBPS: f.VM.WriteBPS,
-		Timeout: f.VM.Timeout, WorkDir: work, Output: out,
+		Timeout: f.VM.Timeout, WorkDir: work, Output: out, CPUController: f.VM.CPU,
 	}, []vm.Job{job})
 	if err != nil {
 		return err
@@ -115,6 +118,14 @@ func runInVM(ctx context.Context, name string, f Flags) error {
 		return fmt.Errorf("in the VM: %w\nkernel console:\n%s", err, tail(report.Console, 40))
 	}
 	return nil
+}
+
+// cpuNote says whether the VM's cgroups have the cpu controller.
+func cpuNote(on bool) string {
+	if on {
+		return " with the cpu controller"
+	}
+	return " without the cpu controller"
 }
 
 // experimentArgs are the flags of fs to pass into the VM: defaults, then

@@ -26,22 +26,36 @@ func DefaultCacheDir() string {
 	return "/var/cache/memcgd-vm"
 }
 
+// The kernels scripts/install-deps unpacks into the cache, by the name of
+// their link in <cache>/kernel: Debian's stable kernel, which the suite
+// runs on, and one memcgd paces on by default (6.18 or later: Debian
+// unstable's), which runs the pace tests on cgroup v2.
+const (
+	KernelCurrent = "current"
+	KernelPaced   = "paced"
+)
+
 // Assets are the host files a VM boots from.
 type Assets struct {
-	Kernel     string // bzImage: <cache>/kernel/current/boot/vmlinuz-<release>
+	Kernel     string // bzImage: <cache>/kernel/<link>/boot/vmlinuz-<release>
 	Release    string // kernel release, e.g. 6.1.0-57-amd64
-	ModulesDir string // <cache>/kernel/current/lib/modules/<release>
+	ModulesDir string // <cache>/kernel/<link>/lib/modules/<release>
 	Busybox    string // statically linked busybox: <cache>/busybox
 	Qemu       string // qemu-system-x86_64
 	Mkfs       string // mkfs.ext4
 }
 
-// LocateAssets finds the kernel, its modules and busybox in the cache
-// directory laid out by scripts/install-deps, and qemu and mkfs.ext4 on the
-// PATH (or in /usr/sbin and /sbin, which a non-login root shell may lack).
-// A missing piece is reported as an error wrapping ErrNotInstalled.
-func LocateAssets(cacheDir string) (Assets, error) {
-	kroot := filepath.Join(cacheDir, "kernel", "current")
+// LocateAssets finds the stable kernel (KernelCurrent), its modules and
+// busybox in the cache directory laid out by scripts/install-deps, and
+// qemu and mkfs.ext4 on the PATH (or in /usr/sbin and /sbin, which a
+// non-login root shell may lack). A missing piece is reported as an error
+// wrapping ErrNotInstalled.
+func LocateAssets(cacheDir string) (Assets, error) { return LocateKernel(cacheDir, KernelCurrent) }
+
+// LocateKernel is LocateAssets with the kernel linked as link in
+// <cache>/kernel (KernelCurrent, KernelPaced).
+func LocateKernel(cacheDir, link string) (Assets, error) {
+	kroot := filepath.Join(cacheDir, "kernel", link)
 	kernels, err := filepath.Glob(filepath.Join(kroot, "boot", "vmlinuz-*"))
 	if err != nil || len(kernels) != 1 {
 		return Assets{}, fmt.Errorf("kernel %s: want one boot/vmlinuz-*, found %d: %w",

@@ -21,13 +21,20 @@
 // Kernel messages never interleave with test output, and a job whose end
 // marker is missing (kernel panic, hang, OOM of the VM) is a failure.
 //
-// The kernel, its modules and busybox come from a cache directory filled by
-// scripts/install-deps; see Assets.
+// The kernels, their modules and busybox come from a cache directory filled
+// by scripts/install-deps; see Assets. Two kernels: Debian stable's
+// (KernelCurrent), on which TestVM runs the suite, with no cpu controller,
+// since memcgd freezes rather than paces there; and Debian unstable's
+// (KernelPaced), 6.18 or later, on which TestVMPaced runs the pace tests
+// and the tracker's on cgroup v2 with the cpu controller
+// (Config.CPUController).
 //
 // Commands:
 //
 //	scripts/test-vm                                    # CI: install, then TestVM with CI=true
 //	go test ./test/vm -run 'TestVM/cgroup-v1'          # one cgroup version
+//	go test ./test/vm -run 'TestVMPaced'               # the pace tests on the paced kernel
+//	go run ./test/vm/cmd/vmrun -kernel paced -cpu -pkg ./test/daemon -run Paced
 //	go run ./test/vm/cmd/vmrun -cgroup v2 -pkg ./cgroupfs -run TestX
 //	go run ./test/vm/cmd/vmrun -cgroup v1 -shell-cmd 'cat /proc/self/cgroup'
 //

@@ -32,24 +32,72 @@ func TestVM(t *testing.T) {
 
 	for _, cg := range []Cgroup{CgroupV2, CgroupV1} {
 		t.Run("cgroup-"+string(cg), func(t *testing.T) {
-			start := time.Now()
-			report, err := Run(ctx, Config{Assets: assets, Cgroup: cg, WorkDir: t.TempDir()}, jobs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("VM ran %d jobs in %v", len(jobs), time.Since(start).Round(time.Millisecond))
-			for _, res := range report.Results {
-				t.Run(res.Name, func(t *testing.T) {
-					if !res.Passed() {
-						t.Fatalf("%s; the failed tests' output:\n%s\nthe whole output in the VM:\n%s", res.Problem, FailedOutput(res.Output), res.Output)
-					}
-					t.Log(summary(res.Output))
-				})
-			}
-			if report.TimedOut || report.Error != "" || report.Kernel != "" || !report.Done {
-				t.Errorf("%v\nkernel console:\n%s", report.Err(), report.Console)
-			}
+			runJobs(t, Config{Assets: assets, Cgroup: cg, WorkDir: t.TempDir()}, jobs)
 		})
+	}
+}
+
+// TestVMPaced runs the pace tests, and the tracker's, on cgroup v2 with
+// the cpu controller in a kernel memcgd paces on by default (KernelPaced):
+// the v2 pace groups (cgroup.threads in a threaded child, cpu.max) and a
+// newer kernel's BPF verifier and folio layout, which the stable kernel
+// does not have.
+func TestVMPaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a VM (about three minutes): not in -short mode")
+	}
+	assets, err := LocateKernel(DefaultCacheDir(), KernelPaced)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true":
+		t.Skipf("VM harness: %v", err)
+	default:
+		t.Fatalf("VM harness: %v", err)
+	}
+	ctx := t.Context()
+	mod, err := ModuleDir(ctx, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []Job
+	for _, set := range []struct {
+		pkgs []string
+		run  string
+	}{
+		{[]string{"./cgroupfs/dirtytrack"}, ""},
+		{[]string{"./cgroupfs/act", "./test/daemon"}, "Pace|Pacer|Sleeper|CPULimit|CrashSafety"},
+	} {
+		js, err := TestJobs(ctx, mod, set.pkgs, set.run, DefaultTestTimeout, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, js...)
+	}
+	t.Logf("kernel %s", assets.Release)
+	runJobs(t, Config{Assets: assets, Cgroup: CgroupV2, CPUController: true, WorkDir: t.TempDir()}, jobs)
+}
+
+// runJobs boots a VM with cfg, runs jobs in it, and fails t for any
+// failing test, Go panic, kernel crash, missing marker or timeout, with a
+// subtest per job.
+func runJobs(t *testing.T, cfg Config, jobs []Job) {
+	t.Helper()
+	start := time.Now()
+	report, err := Run(t.Context(), cfg, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM ran %d jobs in %v", len(jobs), time.Since(start).Round(time.Millisecond))
+	for _, res := range report.Results {
+		t.Run(res.Name, func(t *testing.T) {
+			if !res.Passed() {
+				t.Fatalf("%s; the failed tests' output:\n%s\nthe whole output in the VM:\n%s", res.Problem, FailedOutput(res.Output), res.Output)
+			}
+			t.Log(summary(res.Output))
+		})
+	}
+	if report.TimedOut || report.Error != "" || report.Kernel != "" || !report.Done {
+		t.Errorf("%v\nkernel console:\n%s", report.Err(), report.Console)
 	}
 }
 

@@ -30,6 +30,9 @@ type VMFlags struct {
 	Timeout time.Duration
 	// CPU enables the cpu controller on v2 (vm.Config.CPUController).
 	CPU bool
+	// Kernel is the cache's kernel to boot (vm.KernelCurrent,
+	// vm.KernelPaced).
+	Kernel string
 }
 
 // Defaults of VMFlags. The experiment's sizes are scaled to this: a 50
@@ -45,12 +48,13 @@ func (v *VMFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&v.MemoryMB, "vm-mem", DefaultVMMemoryMB, "with -vm: guest memory in MB")
 	fs.Int64Var(&v.WriteBPS, "vm-bps", vm.DefaultWriteBPS, "with -vm: write limit of the VM's disk in bytes/s")
 	fs.DurationVar(&v.Timeout, "vm-timeout", DefaultVMTimeout, "with -vm: time limit of the VM run")
+	fs.StringVar(&v.Kernel, "vm-kernel", vm.KernelCurrent, "with -vm: the kernel to boot, current (Debian stable's) or paced (one memcgd paces on by default; scripts/install-deps)")
 	fs.BoolVar(&v.CPU, "vm-cpu", false, "with -vm v2: enable the cpu controller, which the pace needs (off: on Debian's 6.1 the VM stalled while memcgd paced)")
 }
 
 // hostOnly are the flags that say how to run the experiment, not what it
 // measures: they are not passed on into the VM.
-var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "vm-cpu", "scratch", "memcgd", "writer", "victim", "revision"}
+var hostOnly = []string{"vm", "vm-mem", "vm-bps", "vm-timeout", "vm-cpu", "vm-kernel", "scratch", "memcgd", "writer", "victim", "revision"}
 
 // runInVM builds the experiment name, the writer and memcgd as static
 // binaries, boots a VM with them and runs the experiment inside, its
@@ -64,7 +68,7 @@ func runInVM(ctx context.Context, name string, f Flags) error {
 	if f.VM.WriteBPS <= 0 {
 		return fmt.Errorf("-vm-bps: invalid value %d: want a positive rate, the disk must be slower than memory", f.VM.WriteBPS)
 	}
-	assets, err := vm.LocateAssets(vm.DefaultCacheDir())
+	assets, err := vm.LocateKernel(vm.DefaultCacheDir(), f.VM.Kernel)
 	if err != nil {
 		return err
 	}

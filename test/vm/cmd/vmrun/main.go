@@ -65,6 +65,7 @@ func main() {
 		shellCmd = flag.String("shell-cmd", "", "run this shell command in the VM instead of tests")
 		keep     = flag.Bool("keep", false, "keep the work directory (initramfs, test binaries)")
 		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
+		kernel   = flag.String("kernel", vm.KernelCurrent, "the kernel of scripts/install-deps's cache to boot: current (Debian stable's) or paced (one memcgd paces on by default)")
 		cpu      = flag.Bool("cpu", false, "enable the cpu controller beneath the v2 root, for the pace (off: on Debian's 6.1 the VM stalled while memcgd paced)")
 	)
 	flag.Var(&pkgs, "pkg", "package pattern to test in the VM; repeatable or a comma list (default: the VM suite)")
@@ -87,7 +88,7 @@ func main() {
 	}
 	code := runVM(ctx, work, options{
 		cgroup: vm.Cgroup(*cgroup), pkgs: pkgs, run: *run, mem: *mem, bps: *bps,
-		timeout: *timeout, testTimeout: *testTime, shellCmd: *shellCmd, console: *console, env: env, cpu: *cpu,
+		timeout: *timeout, testTimeout: *testTime, shellCmd: *shellCmd, console: *console, env: env, cpu: *cpu, kernel: *kernel,
 	})
 	if *keep {
 		fmt.Fprintf(os.Stderr, "vmrun: work directory kept: %s\n", work)
@@ -109,11 +110,12 @@ type options struct {
 	console     bool
 	env         []string
 	cpu         bool
+	kernel      string
 }
 
 // runVM builds the jobs, boots the VM and returns the exit status.
 func runVM(ctx context.Context, work string, o options) int {
-	assets, err := vm.LocateAssets(vm.DefaultCacheDir())
+	assets, err := vm.LocateKernel(vm.DefaultCacheDir(), o.kernel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 		return 2

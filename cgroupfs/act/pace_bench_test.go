@@ -19,12 +19,9 @@ func (d listedDirtiers) NotifyDirtier(host.Cgroup, func()) (func(), error) {
 	return func() {}, nil
 }
 
-// BenchmarkPacedSet changes a pacing episode's pace as the daemon does
-// while a writer is paced: the quota alternates, so each call writes it
-// and looks again for the threads the source names (one, paced already).
-//
-//	go test ./cgroupfs/act -run '^$' -bench PacedSet -benchmem
-func BenchmarkPacedSet(b *testing.B) {
+// pacedSleeper begins a pacing episode of a sleeping task at 2 ms per
+// 10 ms, ended at the benchmark's end.
+func pacedSleeper(b *testing.B) host.Paced {
 	l := paceable(b)
 	c := cgrouptest.New(b, l, 64<<20)
 	sleeper := c.Start(b, "sleep", "3600")
@@ -39,6 +36,16 @@ func BenchmarkPacedSet(b *testing.B) {
 			b.Error(err)
 		}
 	})
+	return e
+}
+
+// BenchmarkPacedSet changes a pacing episode's pace as the daemon does
+// while a writer is paced: the quota alternates, so each call writes it
+// and looks again for the threads the source names (one, paced already).
+//
+//	go test ./cgroupfs/act -run '^$' -bench PacedSet -benchmem
+func BenchmarkPacedSet(b *testing.B) {
+	e := pacedSleeper(b)
 	quota := [2]time.Duration{2 * time.Millisecond, 3 * time.Millisecond}
 	i := 0
 	for b.Loop() {
@@ -54,20 +61,7 @@ func BenchmarkPacedSet(b *testing.B) {
 //
 //	go test ./cgroupfs/act -run '^$' -bench PacedCPU -benchmem
 func BenchmarkPacedCPU(b *testing.B) {
-	l := paceable(b)
-	c := cgrouptest.New(b, l, 64<<20)
-	sleeper := c.Start(b, "sleep", "3600")
-	p := &act.Pacer{Layout: l, ProcRoot: "/proc", Journal: cgrouptest.Journal(b, l), Under: host.Cgroup(path.Dir(string(c.Path))),
-		Dirtiers: listedDirtiers{sleeper.Process.Pid}}
-	e, err := p.Pace(b.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := e.End(); err != nil {
-			b.Error(err)
-		}
-	})
+	e := pacedSleeper(b)
 	for b.Loop() {
 		if _, err := e.CPU(); err != nil {
 			b.Fatal(err)

@@ -74,11 +74,7 @@ func newReadAhead(ctx context.Context, observe resolve.Observer, cgs []host.Cgro
 // resolve.PathCache over it), asks for each of cgs once, in turn.
 func (a *readAhead) Observe(observe resolve.Observer) resolve.Observer {
 	return func(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
-		if a.next < len(a.cgs) && cg == a.cgs[a.next] {
-			r := <-a.slots[a.next]
-			a.slots[a.next] = nil
-			a.next++
-			a.free <- struct{}{}
+		if r, ok := a.take(cg); ok {
 			return r.stat, r.err
 		}
 		return observe(ctx, cg)
@@ -87,13 +83,19 @@ func (a *readAhead) Observe(observe resolve.Observer) resolve.Observer {
 
 // Skip drops the reading of cg if it is the one due next: its walk failed
 // before it was asked for (an ancestor vanished).
-func (a *readAhead) Skip(cg host.Cgroup) {
-	if a.next < len(a.cgs) && cg == a.cgs[a.next] {
-		<-a.slots[a.next]
-		a.slots[a.next] = nil
-		a.next++
-		a.free <- struct{}{}
+func (a *readAhead) Skip(cg host.Cgroup) { a.take(cg) }
+
+// take waits for and hands out the reading of cg if it is the one due
+// next, freeing its place in the window.
+func (a *readAhead) take(cg host.Cgroup) (reading, bool) {
+	if a.next >= len(a.cgs) || cg != a.cgs[a.next] {
+		return reading{}, false
 	}
+	r := <-a.slots[a.next]
+	a.slots[a.next] = nil
+	a.next++
+	a.free <- struct{}{}
+	return r, true
 }
 
 // Stop ends the read-ahead and waits for its goroutines.

@@ -12,7 +12,7 @@ import (
 // readAhead observes cgroups on several goroutines, at most window ahead
 // of the one its caller takes next, so that reading cgroupfs directly
 // keeps every CPU in the kernel's file reads while the caller formats and
-// writes in order. Take hands the readings out in the order of cgs; Stop
+// writes in order. Observe hands the readings out in the order of cgs; Stop
 // ends the read-ahead, and must be called.
 type readAhead struct {
 	cgs   []host.Cgroup

@@ -52,6 +52,13 @@ type Config struct {
 	// VM stalled while memcgd paced (docs/throttle.md, "Per kernel and
 	// hierarchy"). The v1 layout has no cpu hierarchy either way.
 	CPUController bool
+	// SingleThreadTCG runs every vCPU on one host thread (qemu -accel
+	// tcg,thread=single). With a thread per vCPU, Debian unstable's 7.2
+	// hit an int3 ("Oops: int3") at static-key and tracepoint sites a
+	// vCPU was patching while another ran them (__folio_mark_dirty, as the
+	// tracker attached, set_next_task_fair, as CFS bandwidth's key
+	// switched): a vCPU ran its stale translation of the code. Slower.
+	SingleThreadTCG bool
 	// WorkDir receives the initramfs and the disk image; it must exist, and
 	// the caller removes it (the disk holds up to DiskBytes after a run).
 	WorkDir string
@@ -159,7 +166,7 @@ func qemuArgs(cfg Config, initrd, disk string) []string {
 	return []string{
 		"-nodefaults", "-no-user-config", "-display", "none",
 		// /dev/kvm exists on these hosts but KVM guests hang at boot.
-		"-accel", "tcg",
+		"-accel", tcgAccel(cfg.SingleThreadTCG),
 		"-m", strconv.Itoa(cfg.MemoryMB),
 		"-smp", strconv.Itoa(cfg.CPUs),
 		"-no-reboot",
@@ -172,6 +179,15 @@ func qemuArgs(cfg Config, initrd, disk string) []string {
 		"-serial", "chardev:results",
 		"-drive", drive,
 	}
+}
+
+// tcgAccel is qemu's -accel value: TCG, with one host thread for all
+// vCPUs when single.
+func tcgAccel(single bool) string {
+	if single {
+		return "tcg,thread=single"
+	}
+	return "tcg"
 }
 
 // runQemu runs the VM to power-off or timeout, collecting both serial ports.

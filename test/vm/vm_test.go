@@ -74,7 +74,7 @@ func TestVMPaced(t *testing.T) {
 		jobs = append(jobs, js...)
 	}
 	t.Logf("kernel %s", assets.Release)
-	runJobs(t, Config{Assets: assets, Cgroup: CgroupV2, CPUController: true, WorkDir: t.TempDir()}, jobs)
+	runJobs(t, Config{Assets: assets, Cgroup: CgroupV2, CPUController: true, SingleThreadTCG: true, WorkDir: t.TempDir()}, jobs)
 }
 
 // runJobs boots a VM with cfg, runs jobs in it, and fails t for any

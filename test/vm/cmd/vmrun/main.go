@@ -66,6 +66,7 @@ func main() {
 		keep     = flag.Bool("keep", false, "keep the work directory (initramfs, test binaries)")
 		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
 		kernel   = flag.String("kernel", vm.KernelCurrent, "the kernel of scripts/install-deps's cache to boot: current (Debian stable's) or paced (one memcgd paces on by default)")
+		single   = flag.Bool("tcg-single", false, "run every vCPU on one host thread (qemu -accel tcg,thread=single), as TestVMPaced does: with a thread per vCPU, 7.2 hit an int3 at code other vCPUs were patching")
 		cpu      = flag.Bool("cpu", false, "enable the cpu controller beneath the v2 root, for the pace (off: on Debian's 6.1 the VM stalled while memcgd paced)")
 	)
 	flag.Var(&pkgs, "pkg", "package pattern to test in the VM; repeatable or a comma list (default: the VM suite)")
@@ -88,7 +89,7 @@ func main() {
 	}
 	code := runVM(ctx, work, options{
 		cgroup: vm.Cgroup(*cgroup), pkgs: pkgs, run: *run, mem: *mem, bps: *bps,
-		timeout: *timeout, testTimeout: *testTime, shellCmd: *shellCmd, console: *console, env: env, cpu: *cpu, kernel: *kernel,
+		timeout: *timeout, testTimeout: *testTime, shellCmd: *shellCmd, console: *console, env: env, cpu: *cpu, kernel: *kernel, single: *single,
 	})
 	if *keep {
 		fmt.Fprintf(os.Stderr, "vmrun: work directory kept: %s\n", work)
@@ -111,6 +112,7 @@ type options struct {
 	env         []string
 	cpu         bool
 	kernel      string
+	single      bool
 }
 
 // runVM builds the jobs, boots the VM and returns the exit status.
@@ -152,7 +154,7 @@ func runVM(ctx context.Context, work string, o options) int {
 	}
 	cfg := vm.Config{
 		Assets: assets, Cgroup: o.cgroup, MemoryMB: o.mem, WriteBPS: o.bps,
-		Timeout: o.timeout, WorkDir: work, Output: os.Stdout, CPUController: o.cpu,
+		Timeout: o.timeout, WorkDir: work, Output: os.Stdout, CPUController: o.cpu, SingleThreadTCG: o.single,
 	}
 	if o.console {
 		cfg.Console = os.Stderr

@@ -1,13 +1,10 @@
 package cgrouptest
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // SkipVMWithoutPacing skips t in a test VM (MEMCGD_VM=1) where memcgd
@@ -21,13 +18,7 @@ func SkipVMWithoutPacing(t testing.TB, where string) {
 	if os.Getenv("MEMCGD_VM") != "1" {
 		return
 	}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatalf("uname: %v", err)
-	}
-	release := unix.ByteSliceToString(u.Release[:])
-	var major, minor int
-	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 18 {
+	if release, ok := KernelAtLeast(t, 6, 18); !ok {
 		t.Skipf("the test VM's kernel %s is older than 6.18, where memcgd does not pace by default: %s", release, where)
 	}
 	b, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control")

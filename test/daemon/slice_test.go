@@ -23,14 +23,8 @@ func TestDaemonThreadsRunAtTheSchedSlice(t *testing.T) {
 	d.start()
 	defer d.stop()
 
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	release := unix.ByteSliceToString(u.Release[:])
-	var major, minor int
-	fmt.Sscanf(release, "%d.%d", &major, &minor)
-	if major < 6 || major == 6 && minor < 12 {
+	release, ok := cgrouptest.KernelAtLeast(t, 6, 12)
+	if !ok {
 		if _, ok := d.waitLog(0, readyTimeout, "scheduler slice: kept the kernel's default", "6.12"); !ok {
 			t.Fatalf("kernel %s keeps no custom slice, and the daemon did not say so; log:\n%s", release, tail(d.logText(), 20))
 		}

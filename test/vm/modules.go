@@ -71,10 +71,11 @@ func moduleClosure(modulesDir string, roots []string) ([]string, error) {
 		return nil
 	}
 	for _, r := range roots {
-		if _, ok := index[moduleName(r)]; !ok && builtinOK[moduleName(r)] {
+		name := moduleName(r)
+		if _, ok := index[name]; !ok && builtinOK[name] {
 			continue
 		}
-		if err := visit(moduleName(r), "boot"); err != nil {
+		if err := visit(name, "boot"); err != nil {
 			return nil, err
 		}
 	}

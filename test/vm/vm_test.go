@@ -46,14 +46,7 @@ func TestVMPaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM (about three minutes): not in -short mode")
 	}
-	assets, err := LocateKernel(DefaultCacheDir(), KernelPaced)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true":
-		t.Skipf("VM harness: %v", err)
-	default:
-		t.Fatalf("VM harness: %v", err)
-	}
+	assets := requireKernel(t, KernelPaced)
 	ctx := t.Context()
 	mod, err := ModuleDir(ctx, ".")
 	if err != nil {
@@ -101,11 +94,17 @@ func runJobs(t *testing.T, cfg Config, jobs []Job) {
 	}
 }
 
-// requireAssets returns the VM's assets, or ends the test when they are
-// missing: a failure in CI, a skip elsewhere.
+// requireAssets returns the VM's assets with the stable kernel, or ends
+// the test when they are missing: a failure in CI, a skip elsewhere.
 func requireAssets(t *testing.T) Assets {
 	t.Helper()
-	a, err := LocateAssets(DefaultCacheDir())
+	return requireKernel(t, KernelCurrent)
+}
+
+// requireKernel is requireAssets with the kernel linked as link.
+func requireKernel(t *testing.T, link string) Assets {
+	t.Helper()
+	a, err := LocateKernel(DefaultCacheDir(), link)
 	switch {
 	case err == nil:
 		return a

@@ -38,6 +38,7 @@ type FS struct {
 	fast      *fastPath // the tracker's share; fastpath.go
 	log       *slog.Logger
 	notifying atomic.Bool // CgroupEvents was called
+	readOnce  bool        // FSOptions.ReadOnce
 
 	// readers are idle Readers, each keeping the files it read open
 	// (Reader.KeepFilesOpen); at most cap(readers) are kept, and one
@@ -102,6 +103,12 @@ type FSOptions struct {
 	// WriteOutGap spaces a write-out's chunks (act.WriteOutsOptions.Gap);
 	// 0 submits them back to back.
 	WriteOutGap time.Duration
+	// ReadOnce is for a caller that observes each cgroup about once,
+	// siblings in a row (memcgd stat without a daemon): Observe then
+	// keeps no control file open between reads, where keeping one costs
+	// more than the open it would spare, and opens each relative to its
+	// cgroup's parent directory (observe.Reader.OpenFromParents).
+	ReadOnce bool
 }
 
 // NewFSOptions is NewFS with options; it fails on an invalid option.
@@ -119,7 +126,7 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 		return nil, fmt.Errorf("fs options: %w", err)
 	}
 	fs := &FS{layout: l, procRoot: procRoot, under: under, journal: journal, bio: bio, flusher: fl,
-		writeOuts: wo, log: opts.Log,
+		writeOuts: wo, log: opts.Log, readOnce: opts.ReadOnce,
 		fast: newFastPath(opts.Tracker, opts.NoTracker, l.Memory, under, opts.Log)}
 	fs.readers = make(chan *observe.Reader, idleReaders)
 	if journal != nil {
@@ -138,7 +145,11 @@ func (fs *FS) reader() *observe.Reader {
 		return r
 	default:
 		r := observe.NewReader(fs.layout)
-		r.KeepFilesOpen()
+		if fs.readOnce {
+			r.OpenFromParents()
+		} else {
+			r.KeepFilesOpen()
+		}
 		return r
 	}
 }

@@ -71,6 +71,34 @@ func PreadAll(fd int, buf *[]byte) ([]byte, error) {
 	}
 }
 
+// PreadRecord reads a control file that shows one record, as every
+// memory.* file does, into *buf in one pread(2) at offset 0, and returns
+// what it read. A read shorter than *buf is the whole file: kernfs shows a
+// cgroup file without a seq_start as single_open does (fs/kernfs/file.c,
+// kernfs_seq_start; kernel/cgroup/cgroup.c, cgroup_kf_single_ops), and
+// seq_read_iter (fs/seq_file.c) grows its buffer until that one record
+// fits, then copies out as much as the read asks. A read that fills *buf
+// is repeated from offset 0 into a buffer twice the size, so the contents
+// are always one generation. This spares PreadAll's second read, which
+// only finds the end: half the calls for a file kept open. Files of many
+// records (cgroup.procs, tasks) stop a read at a page; read them with
+// PreadAll.
+func PreadRecord(fd int, buf *[]byte) ([]byte, error) {
+	for {
+		m, err := unix.Pread(fd, *buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m < len(*buf) {
+			return (*buf)[:m], nil
+		}
+		*buf = make([]byte, max(2*len(*buf), 512))
+	}
+}
+
 // ReadUint reads a single-number control file such as memory.current.
 func ReadUint(p string) (uint64, error) {
 	s, err := Read(p)
@@ -249,10 +277,24 @@ const PageSize = 4096
 // called directly because every path-taking wrapper copies the path to a
 // new C string.
 func OpenRead(path []byte) (int, error) {
-	cwd := unix.AT_FDCWD // a negative constant; convert it at run time
+	return OpenReadAt(unix.AT_FDCWD, path)
+}
+
+// OpenReadAt is OpenRead of a path relative to the directory dirfd.
+func OpenReadAt(dirfd int, path []byte) (int, error) {
+	return openAt(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC)
+}
+
+// OpenDir opens the NUL-terminated path of a directory as a handle
+// (O_PATH) for OpenReadAt: it opens no file of kernfs, only walks the path.
+func OpenDir(path []byte) (int, error) {
+	return openAt(unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+}
+
+func openAt(dirfd int, path []byte, flags int) (int, error) {
 	for {
-		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(cwd),
-			uintptr(unsafe.Pointer(&path[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(dirfd),
+			uintptr(unsafe.Pointer(&path[0])), uintptr(flags), 0, 0, 0)
 		switch errno {
 		case 0:
 			return int(fd), nil

@@ -3,6 +3,7 @@ package ctlfile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"golang.org/x/sys/unix"
 )
 
 const mib = 1 << 20
@@ -89,5 +91,42 @@ func TestWriteControlRefusesFilesOutsideCgroupfs(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "5\n" {
 		t.Errorf("file changed to %q", b)
+	}
+}
+
+// PreadRecord's one read is the whole file at every buffer size, on the
+// real kernel: below the file's length (it grows), at exactly its length
+// (a full read is repeated, since it may have been cut), and above it.
+// The cgroup has no tasks, so its files do not change between reads.
+func TestPreadRecordReadsTheWholeFile(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	c := cgrouptest.New(t, l, 64*mib)
+	limit := "memory.max"
+	if l.Memory.Version == layout.V1 {
+		limit = "memory.limit_in_bytes"
+	}
+	for _, name := range []string{limit, "memory.stat"} {
+		p := filepath.Join(c.Dir, name)
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{0, 1, len(want) - 1, len(want), len(want) + 1, 8192} {
+			t.Run(fmt.Sprintf("%s/buffer %d", name, size), func(t *testing.T) {
+				fd, err := ctlfile.OpenRead(append([]byte(p), 0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(fd)
+				buf := make([]byte, size)
+				got, err := ctlfile.PreadRecord(fd, &buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(want) {
+					t.Errorf("PreadRecord read %d bytes %q, want the file's %d bytes %q", len(got), got, len(want), want)
+				}
+			})
+		}
 	}
 }

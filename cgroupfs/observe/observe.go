@@ -38,6 +38,10 @@ type Reader struct {
 	// kept holds files open between reads (KeepFilesOpen); nil opens
 	// and closes every file per read.
 	kept *keptFiles
+	// dirs are the parent directories files are opened from
+	// (OpenFromParents): the memory hierarchy's, and the unified one's
+	// on a hybrid host; nil opens every file by its whole path.
+	dirs *[2]parentDir
 
 	statV1 format.MemoryStatV1
 	statV2 format.MemoryStatV2
@@ -59,10 +63,26 @@ func (r *Reader) KeepFilesOpen() {
 	}
 }
 
-// Close closes the files r keeps open. r may be used again.
+// OpenFromParents tunes r for reading many cgroups once each, siblings
+// in a row (memcgd stat without a daemon): it opens each file relative to
+// its cgroup's parent directory, which it keeps open while it reads that
+// directory's children (at most a second). The caller must Close r when
+// done with it.
+func (r *Reader) OpenFromParents() {
+	if r.dirs == nil {
+		r.dirs = new([2]parentDir)
+	}
+}
+
+// Close closes the files and directories r keeps open. r may be used
+// again.
 func (r *Reader) Close() {
 	if r.kept != nil {
 		r.kept.close()
+	}
+	if r.dirs != nil {
+		r.dirs[0].close()
+		r.dirs[1].close()
 	}
 }
 
@@ -211,15 +231,15 @@ func (r *Reader) observePressure(cg host.Cgroup, p *memcg.Pressure) error {
 		}
 		h = *r.layout.Unified
 	}
-	b, err := r.read(h, cg, "memory.pressure")
-	if err != nil {
-		if h.Version != r.layout.Memory.Version && errors.Is(err, host.ErrVanished) {
-			return nil // no unified cgroup mirrors this v1 cgroup
-		}
-		if errors.Is(err, syscall.EOPNOTSUPP) {
-			return nil
-		}
-		return err
+	b, err := r.readFile(h, cg, "memory.pressure")
+	switch {
+	case err == nil:
+	case h.Version != r.layout.Memory.Version && ctlfile.IsVanished(err):
+		return nil // no unified cgroup mirrors this v1 cgroup
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		return nil
+	default:
+		return r.readError(h, cg, err)
 	}
 	if err := format.ParsePSI(b, &r.psi); err != nil {
 		return r.parseError(h, cg, "memory.pressure", err)
@@ -271,29 +291,64 @@ func (r *Reader) parseError(h layout.Hierarchy, cg host.Cgroup, name string, err
 // opens. A kept file that fails (its cgroup removed) is closed and the
 // path opened again.
 func (r *Reader) read(h layout.Hierarchy, cg host.Cgroup, name string) ([]byte, error) {
+	b, err := r.readFile(h, cg, name)
+	if err != nil {
+		return nil, r.readError(h, cg, err)
+	}
+	return b, nil
+}
+
+// readError puts readFile's bare error of cg's file in h in context.
+func (r *Reader) readError(h layout.Hierarchy, cg host.Cgroup, err error) error {
+	if err == errOutside {
+		return fmt.Errorf("observe %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
+	}
+	return r.fileError(cg, err)
+}
+
+// open opens r.path, a file of h, from its parent directory with
+// OpenFromParents, else by its whole path.
+func (r *Reader) open(h layout.Hierarchy) (int, error) {
+	if r.dirs == nil {
+		return ctlfile.OpenRead(r.path)
+	}
+	d := &r.dirs[0]
+	if h.Mount != r.layout.Memory.Mount {
+		d = &r.dirs[1]
+	}
+	return d.open(r.path, len(h.Mount))
+}
+
+// errOutside is readFile's error for a cgroup outside the mounted subtree.
+var errOutside = errors.New("outside the mounted subtree")
+
+// readFile is read with its errors bare: errOutside, or the failed system
+// call's errno, so that a caller expecting one (observePressure) spares
+// formatting an error it drops.
+func (r *Reader) readFile(h layout.Hierarchy, cg host.Cgroup, name string) ([]byte, error) {
 	if !r.setPath(h, cg, name) {
-		return nil, fmt.Errorf("observe %s: outside the mounted subtree %s of %s", cg, h.Root, h.Mount)
+		return nil, errOutside
 	}
 	if r.kept != nil {
 		if fd, ok := r.kept.get(r.path); ok {
-			if b, err := ctlfile.PreadAll(fd, &r.buf); err == nil {
+			if b, err := ctlfile.PreadRecord(fd, &r.buf); err == nil {
 				return b, nil
 			}
 			r.kept.drop(r.path)
 		}
 	}
-	fd, err := ctlfile.OpenRead(r.path)
+	fd, err := r.open(h)
 	if err != nil {
-		return nil, r.fileError(cg, err)
+		return nil, err
 	}
-	b, err := ctlfile.PreadAll(fd, &r.buf)
+	b, err := ctlfile.PreadRecord(fd, &r.buf)
 	if err != nil || r.kept == nil {
 		unix.Close(fd)
 	} else {
 		r.kept.put(r.path, fd)
 	}
 	if err != nil {
-		return nil, r.fileError(cg, err)
+		return nil, err
 	}
 	return b, nil
 }

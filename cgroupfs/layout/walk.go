@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"syscall"
+	"slices"
+	"strings"
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/host"
+	"golang.org/x/sys/unix"
 )
 
 // Walk lists under and every cgroup beneath it in h, parents before
@@ -15,59 +17,120 @@ import (
 // directory that vanishes before it is listed is left out with its
 // subtree. If under itself does not exist the error wraps host.ErrVanished.
 func Walk(h Hierarchy, under host.Cgroup) ([]host.Cgroup, error) {
-	return walk(h, under, os.ReadDir)
+	var cgs []host.Cgroup
+	err := walk(h, under, listChildren, func(cg host.Cgroup) error {
+		cgs = append(cgs, cg)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cgs, nil
 }
 
-// walk is Walk with the directory reader as a parameter, so that a test can
-// remove a directory between the listing of its parent and its own.
-func walk(h Hierarchy, under host.Cgroup, readDir func(string) ([]os.DirEntry, error)) ([]host.Cgroup, error) {
+// WalkFunc calls fn with each cgroup Walk would list, in the same order,
+// as the walk finds it, so that a caller can read the first cgroups while
+// the rest are found. An error from fn ends the walk and is returned.
+func WalkFunc(h Hierarchy, under host.Cgroup, fn func(host.Cgroup) error) error {
+	return walk(h, under, listChildren, fn)
+}
+
+// child is a cgroup directory listed in its parent's.
+type child struct {
+	name string
+	leaf bool // it has no child cgroups
+}
+
+// walk is WalkFunc with the directory lister as a parameter, so that a
+// test can remove a directory between the listing of its parent and its
+// own.
+func walk(h Hierarchy, under host.Cgroup, list func(dir string) ([]child, error), fn func(host.Cgroup) error) error {
 	top := h.Dir(under)
 	if top == "" {
-		return nil, fmt.Errorf("walk %s: outside the mounted subtree %s of %s", under, h.Root, h.Mount)
+		return fmt.Errorf("walk %s: outside the mounted subtree %s of %s", under, h.Root, h.Mount)
 	}
 	if _, err := os.Stat(top); err != nil {
 		if ctlfile.IsVanished(err) {
-			return nil, fmt.Errorf("walk %s: %w: %w", under, host.ErrVanished, err)
+			return fmt.Errorf("walk %s: %w: %w", under, host.ErrVanished, err)
 		}
-		return nil, fmt.Errorf("walk %s: %w", under, err)
+		return fmt.Errorf("walk %s: %w", under, err)
 	}
-	var cgs []host.Cgroup
-	stack := []host.Cgroup{host.Cgroup(path.Clean(string(under)))}
+	type entry struct {
+		cg   host.Cgroup
+		leaf bool
+	}
+	stack := []entry{{cg: host.Cgroup(path.Clean(string(under)))}}
 	for len(stack) > 0 {
-		cg := stack[len(stack)-1]
+		e := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		dir := h.Dir(cg)
-		// A cgroup directory's link count is 2 plus its child cgroups
-		// (fs/kernfs/inode.c kernfs_refresh_inode: subdirs + 2). Most
-		// cgroups are leaves: one stat spares reading ~30 entries of
-		// control files, the bulk of an idle daemon's scan.
-		var st syscall.Stat_t
-		if err := syscall.Lstat(dir, &st); err != nil {
-			if ctlfile.IsVanished(err) {
-				continue
+		if e.leaf {
+			if err := fn(e.cg); err != nil {
+				return err
 			}
-			return nil, fmt.Errorf("walk %s: stat %s: %w", under, dir, err)
-		}
-		if st.Nlink == 2 {
-			cgs = append(cgs, cg)
 			continue
 		}
-		entries, err := readDir(dir)
+		children, err := list(h.Dir(e.cg))
 		if ctlfile.IsVanished(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("walk %s: %w", under, err)
+			return fmt.Errorf("walk %s: %w", under, err)
 		}
-		cgs = append(cgs, cg)
+		if err := fn(e.cg); err != nil {
+			return err
+		}
 		// Push in reverse so that the first child by name is visited next.
-		for i := len(entries) - 1; i >= 0; i-- {
-			// A cgroup is a directory; everything else in cgroupfs is a
-			// control file.
-			if entries[i].IsDir() {
-				stack = append(stack, host.Cgroup(path.Join(string(cg), entries[i].Name())))
-			}
+		for i := len(children) - 1; i >= 0; i-- {
+			stack = append(stack, entry{cg: host.Cgroup(path.Join(string(e.cg), children[i].name)), leaf: children[i].leaf})
 		}
 	}
-	return cgs, nil
+	return nil
+}
+
+// listChildren lists the child cgroups of the cgroup directory dir, by
+// name, each with whether it is a leaf. A cgroup directory's link count is
+// 2 plus its child cgroups (fs/kernfs/inode.c kernfs_refresh_inode:
+// subdirs + 2), so a stat of each child spares listing the ~30 control
+// files of the leaves, most cgroups: the bulk of an idle daemon's scan.
+// Each is stat'ed relative to dir, a walk of one path element. A child
+// removed meanwhile is left out.
+func listChildren(dir string) ([]child, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var children []child
+	var statErr error
+	err = rc.Control(func(fd uintptr) {
+		var st unix.Stat_t
+		for _, e := range entries {
+			// A cgroup is a directory; everything else in cgroupfs is
+			// a control file.
+			if !e.IsDir() {
+				continue
+			}
+			if err := unix.Fstatat(int(fd), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if ctlfile.IsVanished(err) {
+					continue
+				}
+				statErr = fmt.Errorf("stat %s/%s: %w", dir, e.Name(), err)
+				return
+			}
+			children = append(children, child{name: e.Name(), leaf: st.Nlink == 2})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return children, statErr
 }

@@ -19,17 +19,21 @@ func TestWalkSkipsACgroupVanishingMidWalk(t *testing.T) {
 		}
 	}
 	h := Hierarchy{Version: V2, Mount: root, Root: "/"}
-	readDir := func(dir string) ([]os.DirEntry, error) {
-		entries, err := os.ReadDir(dir)
+	list := func(dir string) ([]child, error) {
+		children, err := listChildren(dir)
 		if dir == filepath.Join(root, "a") {
 			// rmdir of /a/b (and its child) right after /a was listed
 			if err := os.RemoveAll(filepath.Join(root, "a/b")); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return entries, err
+		return children, err
 	}
-	got, err := walk(h, "/", readDir)
+	var got []host.Cgroup
+	err := walk(h, "/", list, func(cg host.Cgroup) error {
+		got = append(got, cg)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -129,24 +133,43 @@ func newStatCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fs := cgroupfs.NewFS(l, procRoot, cfg.Under, nil)
-			defer fs.Close()
-			var cgs []host.Cgroup
-			if one != "" {
-				cgs = []host.Cgroup{one}
-			} else if cgs, err = fs.Cgroups(cmd.Context()); err != nil {
+			if os.Getenv("GOGC") == "" {
+				// The listing's garbage dies young and its heap stays
+				// small however many cgroups it lists: collect half as
+				// often as the default, a few MiB for a tenth of the CPU
+				// (docs/stat.md).
+				debug.SetGCPercent(200)
+			}
+			fs, err := cgroupfs.NewFSOptions(l, procRoot, cfg.Under, nil, cgroupfs.FSOptions{ReadOnce: true})
+			if err != nil {
 				return err
 			}
-			// Said once all that can fail before the first cgroup has, so
-			// that a failure is still one line.
-			fmt.Fprintf(cmd.ErrOrStderr(), "memcgd stat: %v; reading cgroupfs directly: no daemon state or counters, "+
-				"and the knobs are what --config would give\n", noDaemon)
-			n, errs := collect(cmd.Context(), fs, cfg, func(cg host.Cgroup) memcg.Knobs { return resolve.Knobs(cfg, ov, cg) }, cgs, out.write)
+			defer fs.Close()
+			walk := func(ctx context.Context, fn func(host.Cgroup) error) error {
+				if one != "" {
+					return fn(one)
+				}
+				return layout.WalkFunc(l.Memory, cfg.Under, fn)
+			}
+			// Said before the first report, or once nothing failed, so
+			// that a failure before any cgroup is read is still one line.
+			notice := sync.OnceFunc(func() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "memcgd stat: %v; reading cgroupfs directly: no daemon state or counters, "+
+					"and the knobs are what --config would give\n", noDaemon)
+			})
+			emit := func(r report) error {
+				notice()
+				return out.write(r)
+			}
+			n, errs := collect(cmd.Context(), fs, cfg, func(cg host.Cgroup) memcg.Knobs { return resolve.Knobs(cfg, ov, cg) }, walk, emit)
+			if errs == nil {
+				notice()
+			}
 			if err := errors.Join(out.close(), bw.Flush()); err != nil {
 				return err
 			}
-			if len(args) == 1 && n == 0 && errs == nil {
-				return fmt.Errorf("%s vanished while it was read", cgs[0])
+			if one != "" && n == 0 && errs == nil {
+				return fmt.Errorf("%s vanished while it was read", one)
 			}
 			return errs
 		},
@@ -167,22 +190,47 @@ type report struct {
 	Daemon bool
 }
 
-// collect observes each cgroup and its ancestors and passes each report to
-// emit as soon as it is built, holding only the readings of the current
-// path from the root (resolve.PathCache) over cgs in walk order, and those
-// read ahead of it (statReadAhead). Each says whether cfg would manage the
-// cgroup (managedBy). A cgroup that vanishes meanwhile is skipped; any
-// other failure is returned after the rest. It returns how many reports
-// it emitted.
-func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(host.Cgroup) memcg.Knobs, cgs []host.Cgroup, emit func(report) error) (int, error) {
-	ahead := newReadAhead(ctx, h.Observe, cgs, runtime.GOMAXPROCS(0), statReadAhead)
-	defer ahead.Stop()
+// collect observes each cgroup that walk finds, and its ancestors, and
+// passes each report to emit as soon as it is built, holding only the
+// readings of the current path from the root (resolve.PathCache) over the
+// cgroups in walk order, and those read ahead of it (statReadAhead
+// batches), while walk goes on in its own goroutine. Each report says
+// whether cfg would manage the cgroup (managedBy). A cgroup that vanishes
+// meanwhile is skipped; any other failure, the walk's included, is
+// returned after the rest. It returns how many reports it emitted.
+func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(host.Cgroup) memcg.Knobs,
+	walk func(context.Context, func(host.Cgroup) error) error, emit func(report) error) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	list := make(chan host.Cgroup, statReadBatch)
+	walked := make(chan struct{})
+	var walkErr error
+	go func() {
+		defer close(walked)
+		defer close(list)
+		walkErr = walk(ctx, func(cg host.Cgroup) error {
+			select {
+			case list <- cg:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	ahead := newReadAhead(ctx, h.Observe, list, runtime.GOMAXPROCS(0), statReadBatch, statReadAhead)
+	defer func() {
+		cancel()
+		ahead.Stop()
+		<-walked
+	}()
 	cache := resolve.NewPathCache(ahead.Observe(h.Observe))
 	var errs []error
 	n := 0
-	for _, cg := range cgs {
+	for {
+		cg, ok := ahead.Next()
+		if !ok {
+			break
+		}
 		s, e, err := resolve.Resolve(ctx, cg, cache.Observe, knobs)
-		ahead.Skip(cg)
 		var why string
 		if err == nil {
 			why, err = managedBy(ctx, cfg, cg, cache.Observe)
@@ -199,13 +247,23 @@ func collect(ctx context.Context, h host.Host, cfg *config.Config, knobs func(ho
 		}
 		n++
 	}
+	// The list ended: the walk has returned, or ctx ended.
+	<-walked
+	if walkErr != nil {
+		errs = append([]error{walkErr}, errs...)
+	}
 	return n, errors.Join(errs...)
 }
 
-// statReadAhead is how many cgroups collect reads ahead of the one it
-// reports: enough to keep every CPU reading while it formats, few enough
-// that the readings held stay small beside the 10,000 it may list.
-const statReadAhead = 64
+// statReadBatch and statReadAhead are how collect reads ahead of the
+// cgroup it reports: in batches of statReadBatch cgroups, at most
+// statReadAhead batches ahead. Enough to keep every CPU reading while it
+// formats, few enough that the readings held stay small beside the 10,000
+// it may list.
+const (
+	statReadBatch = 16
+	statReadAhead = 4
+)
 
 // managedBy returns why cfg would not manage cg, "" when it would: outside
 // manage.under, or with limited_only and no limit on cg or an ancestor

@@ -9,18 +9,33 @@ import (
 	"github.com/memcgd/memcgd/resolve"
 )
 
-// readAhead observes cgroups on several goroutines, at most window ahead
-// of the one its caller takes next, so that reading cgroupfs directly
-// keeps every CPU in the kernel's file reads while the caller formats and
-// writes in order. Observe hands the readings out in the order of cgs; Stop
-// ends the read-ahead, and must be called.
+// readAhead observes the cgroups of a list on several goroutines, in
+// batches of consecutive cgroups, at most window batches ahead of the one
+// its caller takes from, so that reading cgroupfs directly keeps every CPU
+// in the kernel's file reads while the caller formats and writes in order.
+// The list is a channel, so that reading starts while the rest of the list
+// is found. A batch costs one hand-off between goroutines however many
+// cgroups it holds: a hand-off per cgroup (a wake-up, and the idle CPU
+// spinning to steal the woken goroutine) cost more CPU than the reads it
+// overlapped.
+//
+// Next steps through the list in order; Observe hands out the reading of
+// the cgroup Next returned; Stop ends the read-ahead, and must be called.
 type readAhead struct {
-	cgs   []host.Cgroup
-	slots []chan reading // one per cgroup, each written once
-	free  chan struct{}  // window tokens: one per cgroup read and not taken
-	next  int
+	order chan *batch // the batches in the list's order, at most window
+	cur   *batch      // the batch of the cgroup Next returned
+	i     int         // its place in cur
+	due   bool        // its reading is not taken yet
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+}
+
+// batch is consecutive cgroups of the list, and their readings once a
+// worker has read them.
+type batch struct {
+	cgs  []host.Cgroup
+	read chan []reading // written once
+	rs   []reading
 }
 
 type reading struct {
@@ -28,29 +43,49 @@ type reading struct {
 	err  error
 }
 
-// newReadAhead starts reading cgs with observe on workers goroutines.
-func newReadAhead(ctx context.Context, observe resolve.Observer, cgs []host.Cgroup, workers, window int) *readAhead {
+// newReadAhead starts reading the cgroups that arrive on list with observe,
+// on workers goroutines, in batches of size cgroups.
+func newReadAhead(ctx context.Context, observe resolve.Observer, list <-chan host.Cgroup, workers, size, window int) *readAhead {
 	ctx, cancel := context.WithCancel(ctx)
-	a := &readAhead{cgs: cgs, slots: make([]chan reading, len(cgs)), free: make(chan struct{}, window), stop: cancel}
-	for i := range a.slots {
-		a.slots[i] = make(chan reading, 1)
-	}
-	for range window {
-		a.free <- struct{}{}
-	}
-	jobs := make(chan int)
+	a := &readAhead{order: make(chan *batch, window), stop: cancel}
+	jobs := make(chan *batch)
 	a.wg.Add(1 + workers)
 	go func() {
 		defer a.wg.Done()
 		defer close(jobs)
-		for i := range cgs {
+		defer close(a.order)
+		for {
+			b := &batch{read: make(chan []reading, 1)}
+			// Wait for a first cgroup, then take what has arrived, up
+			// to a full batch.
 			select {
-			case <-a.free:
+			case cg, ok := <-list:
+				if !ok {
+					return
+				}
+				b.cgs = append(b.cgs, cg)
+			case <-ctx.Done():
+				return
+			}
+		fill:
+			for len(b.cgs) < size {
+				select {
+				case cg, ok := <-list:
+					if !ok {
+						break fill
+					}
+					b.cgs = append(b.cgs, cg)
+				default:
+					break fill
+				}
+			}
+			select {
+			case a.order <- b:
 			case <-ctx.Done():
 				return
 			}
 			select {
-			case jobs <- i:
+			case jobs <- b:
 			case <-ctx.Done():
 				return
 			}
@@ -59,43 +94,48 @@ func newReadAhead(ctx context.Context, observe resolve.Observer, cgs []host.Cgro
 	for range workers {
 		go func() {
 			defer a.wg.Done()
-			for i := range jobs {
-				s, err := observe(ctx, cgs[i])
-				a.slots[i] <- reading{s, err}
+			for b := range jobs {
+				rs := make([]reading, len(b.cgs))
+				for i, cg := range b.cgs {
+					rs[i].stat, rs[i].err = observe(ctx, cg)
+				}
+				b.read <- rs
 			}
 		}()
 	}
 	return a
 }
 
-// Observe is an Observer that gives the reading of the cgroup due next
-// from the read-ahead, and reads any other (an ancestor outside cgs) with
-// observe. A walk over cgs in order, each with its ancestors (a
-// resolve.PathCache over it), asks for each of cgs once, in turn.
+// Next returns the next cgroup of the list, once its batch is read; false
+// at the list's end.
+func (a *readAhead) Next() (host.Cgroup, bool) {
+	a.i++
+	if a.cur == nil || a.i == len(a.cur.cgs) {
+		b, ok := <-a.order
+		if !ok {
+			a.cur, a.due = nil, false
+			return "", false
+		}
+		b.rs = <-b.read
+		a.cur, a.i = b, 0
+	}
+	a.due = true
+	return a.cur.cgs[a.i], true
+}
+
+// Observe is an Observer that gives the reading of the cgroup Next
+// returned, once, and reads any other (an ancestor outside the list) with
+// observe. A walk over the list in order, each cgroup with its ancestors
+// (a resolve.PathCache over it), asks for each cgroup of the list once.
 func (a *readAhead) Observe(observe resolve.Observer) resolve.Observer {
 	return func(ctx context.Context, cg host.Cgroup) (memcg.Stat, error) {
-		if r, ok := a.take(cg); ok {
+		if a.due && cg == a.cur.cgs[a.i] {
+			a.due = false
+			r := a.cur.rs[a.i]
 			return r.stat, r.err
 		}
 		return observe(ctx, cg)
 	}
-}
-
-// Skip drops the reading of cg if it is the one due next: its walk failed
-// before it was asked for (an ancestor vanished).
-func (a *readAhead) Skip(cg host.Cgroup) { a.take(cg) }
-
-// take waits for and hands out the reading of cg if it is the one due
-// next, freeing its place in the window.
-func (a *readAhead) take(cg host.Cgroup) (reading, bool) {
-	if a.next >= len(a.cgs) || cg != a.cgs[a.next] {
-		return reading{}, false
-	}
-	r := <-a.slots[a.next]
-	a.slots[a.next] = nil
-	a.next++
-	a.free <- struct{}{}
-	return r, true
 }
 
 // Stop ends the read-ahead and waits for its goroutines.

@@ -14,6 +14,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/dirtytrack"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
+	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
 )
 
@@ -33,7 +34,7 @@ func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "first"), "bs=1M", "count=100000")
-	group := filepath.Join(l.CPU.Dir(c.Path), journal.PaceGroupName, journal.FileTasksV1)
+	group := paceGroupThreads(l, c)
 	awaitWrites(t, first.Process.Pid)
 	e, err := fs.Pace(ctx, c.Path, time.Millisecond, 10*time.Millisecond)
 	if err != nil {
@@ -65,18 +66,29 @@ func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
 // paceWithTracker returns the layout and the tracker for a test of
 // pacing with the tracker, or ends the test where the pacer does not run:
 // the pacer tests run on the host's cgroup v1 cpu controller (act's
-// paceable says why), and fail there in CI without it.
+// paceable says why), and fail there in CI without it, and on cgroup v2
+// where the VM enables the cpu controller.
 func paceWithTracker(t *testing.T) (cgroupfs.Layout, *dirtytrack.Tracker) {
 	t.Helper()
 	l := cgrouptest.Layout(t)
 	cgrouptest.SkipVMWithoutPacing(t, "the host runs the pacer tests")
-	if l.CPU == nil {
+	if l.CPU == nil && l.Memory.Version == layout.V1 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no cpu controller on v1: cannot test the pacer")
 		}
 		t.Skip("no cpu controller on v1")
 	}
 	return l, cgrouptest.LoadTracker(t)
+}
+
+// paceGroupThreads is the file listing the threads of c's pace group: on
+// v1 the tasks of memcgd.pace beneath c's cpu cgroup, on v2 the
+// cgroup.threads of the threaded child memcgd.pace of c.
+func paceGroupThreads(l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
+	if l.Memory.Version == layout.V2 {
+		return filepath.Join(c.Dir, journal.PaceGroupName, journal.FileThreads)
+	}
+	return filepath.Join(l.CPU.Dir(c.Path), journal.PaceGroupName, journal.FileTasksV1)
 }
 
 // awaitWrites waits, up to 10 s, until process pid has dirtied pages.
@@ -114,6 +126,9 @@ func writeBytes(t *testing.T, pid int) uint64 {
 // manage.under. The thread it paces is not counted.
 func TestFSCountsADirtierItCannotPaceAsUnpaced(t *testing.T) {
 	l, tr := paceWithTracker(t)
+	if l.Memory.Version == layout.V2 {
+		t.Skip("on v2 a thread's cpu cgroup is its memory cgroup: none lies outside manage.under while its memory cgroup is inside")
+	}
 	c := cgrouptest.New(t, l, 2<<30)
 	inner := c.Child(t, "inner")
 	dir := cgrouptest.DiskDir(t)

@@ -58,7 +58,7 @@ func TestVMPaced(t *testing.T) {
 		run  string
 	}{
 		{[]string{"./cgroupfs/dirtytrack"}, ""},
-		{[]string{"./cgroupfs/act", "./test/daemon"}, "Pace|Pacer|Sleeper|CPULimit|CrashSafety"},
+		{[]string{"./cgroupfs", "./cgroupfs/act", "./test/daemon"}, "Pace|Pacer|Sleeper|CPULimit|CrashSafety"},
 	} {
 		js, err := TestJobs(ctx, mod, set.pkgs, set.run, DefaultTestTimeout, t.TempDir())
 		if err != nil {

@@ -143,16 +143,23 @@ func TestThePacerPacesOnlyTheDirtyingThread(t *testing.T) {
 	run0, cpu0, held0 := runtime(t, writer.Process.Pid), must(e.CPU()), must(pt.Throttled())
 	time.Sleep(500 * time.Millisecond)
 	run1, cpu1, held1 := runtime(t, writer.Process.Pid), must(e.CPU()), must(pt.Throttled())
-	// The limit held it most of the time (each CPU's throttled time
-	// counts, so at most the wall time on each).
-	t.Logf("throttled %v in 500 ms", held1-held0)
-	if held := held1 - held0; held <= 0 || held > time.Duration(goruntime.NumCPU())*600*time.Millisecond {
-		t.Errorf("Throttled() grew by %v in 500 ms at 2ms/10ms: want more than nothing, at most the wall time on each CPU", held)
-	}
 	share := float64(run1-run0) / float64(500*time.Millisecond)
 	t.Logf("paced at 2ms/10ms: %.2f of a CPU over 500 ms; CPU() counted %v of its %v", share, cpu1-cpu0, run1-run0)
 	if share > 0.35 || share < 0.05 {
 		t.Errorf("the paced writer used %.2f of a CPU, want about 0.2", share)
+	}
+	// Each CPU's throttled time counts, so at most the wall time on
+	// each. A writer that ran its whole quota was held by the limit: the
+	// time grew. One that ran less was held by the disk as well (the
+	// kernel's dirty throttle, balance_dirty_pages, as in the VMs, whose
+	// disk writes 50 MB/s), and the limit may never have held it.
+	held := held1 - held0
+	t.Logf("throttled %v in 500 ms", held)
+	if held < 0 || held > time.Duration(goruntime.NumCPU())*600*time.Millisecond {
+		t.Errorf("Throttled() grew by %v in 500 ms at 2ms/10ms: want at most the wall time on each CPU", held)
+	}
+	if held == 0 && share >= 0.18 {
+		t.Errorf("Throttled() did not grow in 500 ms while the writer ran its whole quota (%.2f of a CPU at 2ms/10ms)", share)
 	}
 	// The two are read one after the other, not at once: allow what the
 	// writer runs between the reads, on the VM's slow CPU too.

@@ -8,8 +8,7 @@ import (
 )
 
 // SkipVMWithoutPacing skips t in a test VM (MEMCGD_VM=1) where memcgd
-// does not pace: a kernel before 6.18, where it freezes by default and
-// where Debian's 6.1 VM stopped making progress while it paced, or
+// does not pace: a kernel before 6.18, where it freezes by default, or
 // cgroups without the cpu controller (the default; vmrun -cpu enables it
 // on v2). Where says what runs the test instead. Outside a VM it does
 // nothing: the caller checks the host's controllers.

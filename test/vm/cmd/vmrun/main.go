@@ -67,7 +67,7 @@ func main() {
 		console  = flag.Bool("console", false, "print the kernel console as it arrives (to stderr)")
 		kernel   = flag.String("kernel", vm.KernelCurrent, "the kernel of scripts/install-deps's cache to boot: current (Debian stable's) or paced (one memcgd paces on by default)")
 		single   = flag.Bool("tcg-single", false, "run every vCPU on one host thread (qemu -accel tcg,thread=single), as TestVMPaced does: with a thread per vCPU, 7.2 hit an int3 at code other vCPUs were patching")
-		cpu      = flag.Bool("cpu", false, "enable the cpu controller beneath the v2 root, for the pace (off: on Debian's 6.1 the VM stalled while memcgd paced)")
+		cpu      = flag.Bool("cpu", false, "enable the cpu controller beneath the v2 root, for the pace, holding a CPU limit that never binds (with a TCG thread per vCPU Debian's 6.1 stalled while memcgd paced: add -tcg-single)")
 	)
 	flag.Var(&pkgs, "pkg", "package pattern to test in the VM; repeatable or a comma list (default: the VM suite)")
 	flag.Var(&env, "env", "NAME=VALUE to add to the environment of every job in the VM (the tests or -shell-cmd); repeatable")

@@ -35,16 +35,10 @@ func WalkFunc(h Hierarchy, under host.Cgroup, fn func(host.Cgroup) error) error 
 	return walk(h, under, listChildren, fn)
 }
 
-// child is a cgroup directory listed in its parent's.
-type child struct {
-	name string
-	leaf bool // it has no child cgroups
-}
-
 // walk is WalkFunc with the directory lister as a parameter, so that a
 // test can remove a directory between the listing of its parent and its
 // own.
-func walk(h Hierarchy, under host.Cgroup, list func(dir string) ([]child, error), fn func(host.Cgroup) error) error {
+func walk(h Hierarchy, under host.Cgroup, list func(dir string, add func(name string, leaf bool)) error, fn func(host.Cgroup) error) error {
 	top := h.Dir(under)
 	if top == "" {
 		return fmt.Errorf("walk %s: outside the mounted subtree %s of %s", under, h.Root, h.Mount)
@@ -69,8 +63,12 @@ func walk(h Hierarchy, under host.Cgroup, list func(dir string) ([]child, error)
 			}
 			continue
 		}
-		children, err := list(h.Dir(e.cg))
+		n := len(stack)
+		err := list(h.Dir(e.cg), func(name string, leaf bool) {
+			stack = append(stack, entry{cg: host.Cgroup(path.Join(string(e.cg), name)), leaf: leaf})
+		})
 		if ctlfile.IsVanished(err) {
+			stack = stack[:n]
 			continue
 		}
 		if err != nil {
@@ -79,37 +77,34 @@ func walk(h Hierarchy, under host.Cgroup, list func(dir string) ([]child, error)
 		if err := fn(e.cg); err != nil {
 			return err
 		}
-		// Push in reverse so that the first child by name is visited next.
-		for i := len(children) - 1; i >= 0; i-- {
-			stack = append(stack, entry{cg: host.Cgroup(path.Join(string(e.cg), children[i].name)), leaf: children[i].leaf})
-		}
+		// Reversed, so that the first child by name is visited next.
+		slices.Reverse(stack[n:])
 	}
 	return nil
 }
 
-// listChildren lists the child cgroups of the cgroup directory dir, by
-// name, each with whether it is a leaf. A cgroup directory's link count is
-// 2 plus its child cgroups (fs/kernfs/inode.c kernfs_refresh_inode:
+// listChildren calls add with each child cgroup of the cgroup directory
+// dir, by name, and whether it is a leaf. A cgroup directory's link count
+// is 2 plus its child cgroups (fs/kernfs/inode.c kernfs_refresh_inode:
 // subdirs + 2), so a stat of each child spares listing the ~30 control
 // files of the leaves, most cgroups: the bulk of an idle daemon's scan.
 // Each is stat'ed relative to dir, a walk of one path element. A child
 // removed meanwhile is left out.
-func listChildren(dir string) ([]child, error) {
+func listChildren(dir string, add func(name string, leaf bool)) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var children []child
 	var statErr error
 	err = rc.Control(func(fd uintptr) {
 		var st unix.Stat_t
@@ -126,11 +121,11 @@ func listChildren(dir string) ([]child, error) {
 				statErr = fmt.Errorf("stat %s/%s: %w", dir, e.Name(), err)
 				return
 			}
-			children = append(children, child{name: e.Name(), leaf: st.Nlink == 2})
+			add(e.Name(), st.Nlink == 2)
 		}
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return children, statErr
+	return statErr
 }

@@ -19,15 +19,15 @@ func TestWalkSkipsACgroupVanishingMidWalk(t *testing.T) {
 		}
 	}
 	h := Hierarchy{Version: V2, Mount: root, Root: "/"}
-	list := func(dir string) ([]child, error) {
-		children, err := listChildren(dir)
+	list := func(dir string, add func(string, bool)) error {
+		err := listChildren(dir, add)
 		if dir == filepath.Join(root, "a") {
 			// rmdir of /a/b (and its child) right after /a was listed
 			if err := os.RemoveAll(filepath.Join(root, "a/b")); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return children, err
+		return err
 	}
 	var got []host.Cgroup
 	err := walk(h, "/", list, func(cg host.Cgroup) error {

@@ -16,9 +16,11 @@ import (
 // kernfs_dop_revalidate). Reading the 10,000 children of one cgroup, the
 // path walk was a sixth of `memcgd stat`'s CPU.
 //
-// A parent that cannot be opened is remembered too: on a hybrid host most
-// v1 cgroups have no unified mirror, and their PSI files then fail at
-// once, without a system call each.
+// A parent that cannot be opened is remembered too, and so is one without
+// child directories (a directory's link count is 2 plus its children:
+// fs/kernfs/inode.c, kernfs_refresh_inode): on a hybrid host most v1
+// cgroups have no unified mirror, and their PSI files then fail at once,
+// without a system call each.
 //
 // A handle names the directory it was opened at. A parent removed and made
 // again at the same path would hide the new one's children while the old
@@ -26,7 +28,7 @@ import (
 type parentDir struct {
 	path   []byte // NUL-terminated; empty when none is kept
 	fd     int
-	err    error // the open's, when it failed
+	err    error // the open's, when it failed; ENOENT when it has no child
 	opened time.Time
 }
 
@@ -49,6 +51,11 @@ func (d *parentDir) open(p []byte, mountLen int) (int, error) {
 		d.path = append(append(d.path[:0], parent...), 0)
 		d.fd, d.err = ctlfile.OpenDir(d.path)
 		d.opened = time.Now()
+		var st unix.Stat_t
+		if d.err == nil && unix.Fstat(d.fd, &st) == nil && st.Nlink == 2 {
+			unix.Close(d.fd)
+			d.err = unix.ENOENT // no child, so not the one asked for
+		}
 	}
 	if d.err != nil {
 		return -1, d.err

@@ -14,8 +14,9 @@ import (
 
 // parentDir opens a file from its cgroup's parent, keeps that parent for
 // the siblings read next, opens the hierarchy root's files whole, fails
-// the children of a missing parent without opening it again, and opens a
-// parent afresh once it has kept it for maxAge.
+// the children of a missing parent, or of one without child directories,
+// without opening it again, and opens a parent afresh once it has kept it
+// for maxAge.
 func TestParentDir(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mount := t.TempDir()
@@ -61,12 +62,15 @@ func TestParentDir(t *testing.T) {
 			{name: "a missing parent", rel: "b/z/f", wantErr: syscall.ENOENT, parent: "b"},
 			{name: "made within maxAge: still missing", rel: "b/z/f", make: "b/z/f", wantErr: syscall.ENOENT, parent: "b"},
 			{name: "after maxAge: opened afresh", rel: "b/z/f", sleep: maxAge, want: "b/z", parent: "b"},
+			{name: "a parent without child directories", rel: "c/w/f", make: "c/f", sleep: maxAge, wantErr: syscall.ENOENT, parent: "c"},
+			{name: "a child made within maxAge: still missing", rel: "c/w/f", make: "c/w/f", wantErr: syscall.ENOENT, parent: "c"},
+			{name: "after maxAge: found", rel: "c/w/f", sleep: maxAge, want: "c/w", parent: "c"},
 		}
 		lastFD := -1
 		for _, s := range steps {
 			time.Sleep(s.sleep)
 			if s.make != "" {
-				write(s.make, "b/z")
+				write(s.make, filepath.Dir(s.make))
 			}
 			got, err := read(s.rel)
 			if !errors.Is(err, s.wantErr) || got != s.want {

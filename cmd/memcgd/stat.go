@@ -136,8 +136,8 @@ func newStatCmd() *cobra.Command {
 			if os.Getenv("GOGC") == "" {
 				// The listing's garbage dies young and its heap stays
 				// small however many cgroups it lists: collect half as
-				// often as the default, a few MiB for a tenth of the CPU
-				// (docs/stat.md).
+				// often as the default, trading a few MiB for CPU
+				// (docs/lab/2026-12-04-stat-without-daemon.md).
 				debug.SetGCPercent(200)
 			}
 			fs, err := cgroupfs.NewFSOptions(l, procRoot, cfg.Under, nil, cgroupfs.FSOptions{ReadOnce: true})

@@ -83,6 +83,14 @@ func families() []family {
 			samples: func(st *state.Status, emit func(string, float64)) {
 				emit("", float64(st.Stat.Dirty))
 			}},
+		{name: "memcgd_cgroup_dirty_over_limit_seconds_total", typ: counter, label: "margin",
+			help: "Time the cgroup's dirty+writeback was over its dirty limit (margin 0) and over 1.25 times it (margin 0.25), as the daemon's observations saw it: each level stands until the next observation, for at most an active interval; absent until the level first passed the limit. Over a window, the share of time with margin 0.25 above 0.01 is a 99th percentile above 1.25 times the limit.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				if c := st.Counters; c.OverLimit > 0 { // a cgroup never over its limit has none
+					emit("0", c.OverLimit.Seconds())
+					emit("0.25", c.OverLimitQuarter.Seconds())
+				}
+			}},
 		{name: "memcgd_cgroup_dirty_threshold_bytes", typ: gauge, label: "threshold",
 			help: "Seed 004's dirty thresholds in force, in dirty plus writeback bytes, never above an ancestor's: background starts write-out of the cgroup's files, limit throttles its writers.",
 			samples: func(st *state.Status, emit func(string, float64)) {

@@ -72,6 +72,7 @@ func snapshot(t testing.TB) []state.Status {
 				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, ReclaimOvershootBytes: 384 << 10, WriteOuts: 40, WriteOutBytes: 320 << 20,
 				Flushes: 2, FlushBytes: 1 << 20, FlushesRefused: 3, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
 				Paces: 7, PacedTime: 3500 * time.Millisecond, PaceHeld: 1200 * time.Millisecond,
+				OverLimit: 900 * time.Millisecond, OverLimitQuarter: 40 * time.Millisecond,
 			},
 			DirtyTracking: state.TrackingTracker, State: state.StatePaced, Since: observed,
 		},

@@ -279,6 +279,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 	st.known = true
 	st.managed = policy.Manages(c.policy.LimitedOnly, chain)
 	sp := st.edit()
+	c.countOverLimit(sp, r.At)
 	sp.Stat, sp.Effective, sp.Observed, sp.Managed = s, eff, r.At, st.managed
 	sp.Unmanaged = ""
 	if !st.managed {
@@ -359,6 +360,30 @@ func (c *Core) observed(p pendingOp, r Result) {
 		LevelAbove: d.Wake.LevelAbove, LevelBelow: d.Wake.LevelBelow})
 	if d.NextLook > 0 {
 		c.look(st, r.At.Add(d.NextLook))
+	}
+}
+
+// countOverLimit adds to sp's counters the time from its last
+// observation to now during which its dirty+writeback was over the dirty
+// limit then in force, and over 1.25 times it: the level observed stands
+// until the next observation, for at most an active interval, and a
+// cgroup not managed then counts nothing.
+func (c *Core) countOverLimit(sp *state.Status, now time.Time) {
+	limit := sp.Effective.Dirty.Limit
+	if !sp.Managed || sp.Observed.IsZero() || !now.After(sp.Observed) || limit == memcg.NoLimit {
+		return
+	}
+	held := c.cfg.ActiveInterval
+	if held <= 0 {
+		held = policy.DefaultActiveInterval
+	}
+	dt := min(now.Sub(sp.Observed), held)
+	level := sp.Stat.DirtyAndWriteback()
+	if level > limit {
+		sp.Counters.OverLimit += dt
+	}
+	if level > limit+limit/4 {
+		sp.Counters.OverLimitQuarter += dt
 	}
 }
 

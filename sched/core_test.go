@@ -738,3 +738,36 @@ func TestAReportOfAPacedCgroupWaitsForTheGap(t *testing.T) {
 		})
 	}
 }
+
+// The time a managed cgroup's dirty+writeback spends over its dirty limit,
+// and over 1.25 times it, is counted from the observations: each level
+// stands until the next observation.
+func TestTheTimeOverTheDirtyLimitIsCounted(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", pacedStat(0, 6*mib))
+	w.settle()
+	var dirtied uint64
+	for _, stretch := range []struct {
+		level uint64
+		for_  time.Duration
+	}{
+		{10 * mib, 100 * ms}, // under the 16 MiB limit
+		{18 * mib, 100 * ms}, // over it, within a quarter
+		{24 * mib, 60 * ms},  // over 1.25 times it
+		{8 * mib, 100 * ms},
+	} {
+		dirtied += stretch.level
+		lvl := pacedStat(0, stretch.level)
+		lvl.Counters.DirtiedBytes = dirtied
+		w.set("/a", func(s *memcg.Stat) { *s = lvl })
+		w.c.Kick(w.now, "/a")
+		w.advance(stretch.for_)
+	}
+	s, _ := w.statusOf("/a")
+	near := func(got, want time.Duration) bool { return got >= want-5*ms && got <= want+5*ms }
+	if got := s.Counters.OverLimit; !near(got, 160*ms) {
+		t.Errorf("time over the limit %v, want 160ms", got)
+	}
+	if got := s.Counters.OverLimitQuarter; !near(got, 60*ms) {
+		t.Errorf("time over 1.25 times the limit %v, want 60ms", got)
+	}
+}

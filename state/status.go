@@ -41,6 +41,12 @@ type Counters struct {
 	// paced tasks (host.PacedThrottled), read now and then while an
 	// episode lasts and as it ends.
 	PaceHeld time.Duration
+	// OverLimit is the time dirty+writeback was above the dirty limit in
+	// force (dirty_thresh), and OverLimitQuarter above 1.25 times it, as
+	// the daemon's observations of the managed cgroup saw it: each
+	// observation's level stands until the next, for at most an active
+	// interval (the longest a cgroup over a threshold goes unobserved).
+	OverLimit, OverLimitQuarter time.Duration
 	// Errors counts actions that failed (other than a vanished cgroup).
 	Errors uint64
 	// FlushesRefused counts full flushes the host declined, which are
@@ -145,6 +151,8 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "throttle_paces", Value: c.Paces, Known: true},
 		memcg.Field{Name: "throttle_paced_us", Value: uint64(c.PacedTime / time.Microsecond), Known: true},
 		memcg.Field{Name: "throttle_pace_held_us", Value: uint64(c.PaceHeld / time.Microsecond), Known: true},
+		memcg.Field{Name: "dirty_over_thresh_us", Value: uint64(c.OverLimit / time.Microsecond), Known: true},
+		memcg.Field{Name: "dirty_over_thresh_quarter_us", Value: uint64(c.OverLimitQuarter / time.Microsecond), Known: true},
 		memcg.Field{Name: "dirty_rate_bytes_per_second", Value: s.DirtyRate, Known: true},
 		memcg.Field{Name: "write_bandwidth_bytes_per_second", Value: s.WriteBandwidth, Known: true},
 		memcg.Field{Name: "writeout_flush_refused", Value: c.FlushesRefused, Known: true},

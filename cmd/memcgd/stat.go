@@ -61,7 +61,9 @@ throttle_pauses and throttle_paused_us (the throttle's freezes and their
 time: with pacing, the backstop's), throttle_paces and throttle_paced_us
 (pacing episodes of the dirtying tasks by CPU bandwidth, and their time),
 throttle_pace_held_us (the time the paces' limits held those tasks, read
-every 100 ms or so while paced),
+every 100 ms or so while paced), dirty_over_thresh_us and
+dirty_over_thresh_quarter_us (the time dirty+writeback was over
+dirty_thresh, and over 1.25 times it, as the daemon's looks saw it),
 dirty_rate_bytes_per_second and write_bandwidth_bytes_per_second (the
 throttle's estimates); then writeout_flush_refused (full flushes the host
 declined: rate-limited or nothing to flush, not failures), throttle_available

@@ -210,6 +210,13 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		num("dirty+writeback p99 / dirty_bytes", "%.2f", func(s sample) float64 { return float64(s.dirty.P99) / thresh })
 		num("dirty+writeback mean (MiB)", "%.1f", func(s sample) float64 { return s.dirty.Mean / (1 << 20) })
 		num("time with dirty+writeback over 1.25 × dirty_bytes (%)", "%.1f", func(s sample) float64 { return s.over.Share })
+		num("time with dirty+writeback over 1.25 × dirty_bytes (ms)", "%.1f", func(s sample) float64 { return ms(s.over.Above) })
+		num("  the same, by memcgd's own looks (ms; dirty_over_thresh_quarter_us)", "%.1f", func(s sample) float64 {
+			if s.daemon.Fields == nil {
+				return math.NaN()
+			}
+			return field("dirty_over_thresh_quarter_us")(s) / 1e3
+		})
 		num("stretches over 1.25 × dirty_bytes", "%.0f", func(s sample) float64 { return float64(s.over.N) })
 		num("longest stretch over 1.25 × dirty_bytes (ms)", "%.1f", func(s sample) float64 { return ms(s.over.Longest) })
 		// How late the throttle caught each overshoot: from the first

@@ -111,6 +111,7 @@ func TestDaemonPacedWriterReadsNothingShort(t *testing.T) {
 	dir := diskDir(t)
 	count := 1024 / int(slow()) // MiB
 	runs := 3
+	start := time.Now()
 	for i := range runs {
 		file := filepath.Join(dir, fmt.Sprintf("w%d", i))
 		out, err := w.Output(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count="+strconv.Itoa(count))
@@ -124,9 +125,18 @@ func TestDaemonPacedWriterReadsNothingShort(t *testing.T) {
 		}
 	}
 	st := d.stat(w.Path)
-	t.Logf("%d runs of %d MiB: %d paces, %d freezes", runs, count, st["throttle_paces"], st["throttle_pauses"])
+	took := time.Since(start)
+	over := time.Duration(st["dirty_over_thresh_us"]) * time.Microsecond
+	quarter := time.Duration(st["dirty_over_thresh_quarter_us"]) * time.Microsecond
+	t.Logf("%d runs of %d MiB in %v: %d paces, %d freezes; dirty+writeback over the limit %v, over 1.25 times it %v",
+		runs, count, took.Round(time.Millisecond), st["throttle_paces"], st["throttle_pauses"], over, quarter)
 	if st["throttle_paces"] == 0 {
 		t.Errorf("the writer was never paced: the test shows nothing")
+	}
+	// The daemon's count of the time over the limit is of its own looks,
+	// within the runs' time, and over 1.25 times the limit is over it.
+	if quarter > over || over > took {
+		t.Errorf("time over the limit %v, over 1.25 times it %v, in runs of %v: want quarter <= over <= the runs' time", over, quarter, took)
 	}
 }
 

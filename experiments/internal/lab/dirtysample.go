@@ -153,7 +153,8 @@ func (s *DirtySampler) Stop() (DirtySamples, error) {
 type Excursions struct {
 	N       int
 	Longest time.Duration
-	Share   float64 // percent of the time from the first to the last sample
+	Above   time.Duration // the time above, in all
+	Share   float64       // percent of the time from the first to the last sample
 }
 
 // Above finds the excursions of the series above level. Each sample
@@ -183,6 +184,7 @@ func (s DirtySamples) Above(level uint64) Excursions {
 	if in {
 		e.Longest = max(e.Longest, last-start)
 	}
+	e.Above = above
 	e.Share = float64(above) / float64(last-s.At[0]) * 100
 	return e
 }

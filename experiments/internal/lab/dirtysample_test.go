@@ -15,7 +15,7 @@ func TestAboveFindsExcursionsAndTheirLengths(t *testing.T) {
 	// Three stretches: 1–4 ms (3 ms), 6–7 ms (1 ms), and 9 ms to the end
 	// (1 ms, still above); 5 of the 10 ms above (the last sample stands
 	// for no time).
-	want := Excursions{N: 3, Longest: 3 * ms, Share: 50}
+	want := Excursions{N: 3, Longest: 3 * ms, Above: 5 * ms, Share: 50}
 	if got != want {
 		t.Errorf("Above(5) = %+v, want %+v", got, want)
 	}

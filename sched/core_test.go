@@ -748,7 +748,7 @@ func TestTheTimeOverTheDirtyLimitIsCounted(t *testing.T) {
 	var dirtied uint64
 	for _, stretch := range []struct {
 		level uint64
-		for_  time.Duration
+		lasts time.Duration
 	}{
 		{10 * mib, 100 * ms}, // under the 16 MiB limit
 		{18 * mib, 100 * ms}, // over it, within a quarter
@@ -760,7 +760,7 @@ func TestTheTimeOverTheDirtyLimitIsCounted(t *testing.T) {
 		lvl.Counters.DirtiedBytes = dirtied
 		w.set("/a", func(s *memcg.Stat) { *s = lvl })
 		w.c.Kick(w.now, "/a")
-		w.advance(stretch.for_)
+		w.advance(stretch.lasts)
 	}
 	s, _ := w.statusOf("/a")
 	near := func(got, want time.Duration) bool { return got >= want-5*ms && got <= want+5*ms }

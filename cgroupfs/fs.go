@@ -103,6 +103,10 @@ type FSOptions struct {
 	// WriteOutGap spaces a write-out's chunks (act.WriteOutsOptions.Gap);
 	// 0 submits them back to back.
 	WriteOutGap time.Duration
+	// WriteOutYield is the gap a write-out keeps when another task has
+	// been syncing on a device of its files (act.WriteOutsOptions.YieldGap,
+	// act.Syncers over /sys); 0 never yields.
+	WriteOutYield time.Duration
 	// ReadOnce is for a caller that observes each cgroup about once,
 	// siblings in a row (memcgd stat without a daemon): Observe then
 	// keeps no control file open between reads, where keeping one costs
@@ -121,7 +125,11 @@ func NewFSOptions(l layout.Layout, procRoot string, under host.Cgroup, journal *
 	if err != nil {
 		return nil, err
 	}
-	wo, err := act.NewWriteOuts(bio, procRoot, l, act.WriteOutsOptions{Budget: opts.WriteOutBudget, Gap: opts.WriteOutGap})
+	wopts := act.WriteOutsOptions{Budget: opts.WriteOutBudget, Gap: opts.WriteOutGap, YieldGap: opts.WriteOutYield}
+	if opts.WriteOutYield > 0 {
+		wopts.Syncing = act.NewSyncers("/sys").Syncing
+	}
+	wo, err := act.NewWriteOuts(bio, procRoot, l, wopts)
 	if err != nil {
 		return nil, fmt.Errorf("fs options: %w", err)
 	}

@@ -44,6 +44,9 @@ type WriteOut struct {
 	// decided, or, from a host that counts what it queues (the
 	// simulator's), that count.
 	Bytes uint64
+	// Yielded says the write-out spaced its chunks because another task
+	// was syncing on a device of its files.
+	Yielded bool
 }
 
 // Host is a kernel as memcgd's policy sees it.

@@ -255,6 +255,13 @@ func families() []family {
 				emit("flush", float64(st.Counters.FlushBytes))
 				emit("targeted", float64(st.Counters.WriteOutBytes))
 			}},
+		{name: "memcgd_cgroup_writeout_yielded_total", typ: counter,
+			help: "Targeted write-outs of the cgroup's files that spaced their chunks (memcgd run --write-out-yield) because another task was syncing on one of their devices (a cache flush there within 100 ms), so that its fsyncs waited less behind them. Absent until the first.",
+			samples: func(st *state.Status, emit func(string, float64)) {
+				if n := st.Counters.WriteOutsYielded; n > 0 {
+					emit("", float64(n))
+				}
+			}},
 		{name: "memcgd_cgroup_writeout_total", typ: counter, label: "kind",
 			help: "Write-outs started for the cgroup: targeted at its own files (seed 000), or a full flush of its filesystems (seed 000's fallback).",
 			samples: func(st *state.Status, emit func(string, float64)) {

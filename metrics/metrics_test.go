@@ -69,7 +69,7 @@ func snapshot(t testing.TB) []state.Status {
 			Cgroup: "/kubepods/burstable/pod-db", Observed: observed, Stat: v2, Active: true, Managed: true,
 			Effective: memcg.Resolve([]memcg.Stat{root, parent, v2}, []memcg.Knobs{memcg.DefaultKnobs(), memcg.DefaultKnobs(), v2Knobs}),
 			Counters: state.Counters{
-				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, ReclaimOvershootBytes: 384 << 10, WriteOuts: 40, WriteOutBytes: 320 << 20,
+				ReclaimedBytes: 64 << 20, ReclaimRuns: 12, ReclaimOvershootBytes: 384 << 10, WriteOuts: 40, WriteOutBytes: 320 << 20, WriteOutsYielded: 9,
 				Flushes: 2, FlushBytes: 1 << 20, FlushesRefused: 3, Pauses: 5, Paused: 1250 * time.Millisecond, Errors: 1,
 				Paces: 7, PacedTime: 3500 * time.Millisecond, PaceHeld: 1200 * time.Millisecond,
 				OverLimit: 900 * time.Millisecond, OverLimitQuarter: 40 * time.Millisecond,

@@ -492,6 +492,9 @@ func (c *Core) acted(p pendingOp, r Result) {
 			// of files no task holds open are out of its reach.
 			ctr.WriteOuts++
 			ctr.WriteOutBytes += r.WriteOut.Bytes
+			if r.WriteOut.Yielded {
+				ctr.WriteOutsYielded++
+			}
 		}
 		if st.thr.isOpen() {
 			st.thr.writtenOut += r.WriteOut.Bytes

@@ -59,8 +59,20 @@ func TestSeed004WriteOutPastTheBackgroundThresholdOnly(t *testing.T) {
 		t.Errorf("write-outs /a %d /b %d, flushes /a %d; want /a written out once, /b not, nothing flushed",
 			w.count(WriteOut, "/a"), w.count(WriteOut, "/b"), w.count(Flush, "/a"))
 	}
-	if s, _ := w.statusOf("/a"); s.Counters.WriteOuts != 1 || s.Counters.WriteOutBytes != 20*mib {
-		t.Errorf("/a counters %+v, want one write-out of 20 MiB", s.Counters)
+	if s, _ := w.statusOf("/a"); s.Counters.WriteOuts != 1 || s.Counters.WriteOutBytes != 20*mib || s.Counters.WriteOutsYielded != 0 {
+		t.Errorf("/a counters %+v, want one write-out of 20 MiB, not yielded", s.Counters)
+	}
+}
+
+// A write-out the host says yielded to another task's syncs counts as
+// such.
+func TestAWriteOutThatYieldedIsCounted(t *testing.T) {
+	w := newWorld(t, Config{}, "/", root,
+		"/a", memcg.Stat{Limit: 100 * mib, Usage: 60 * mib, File: 50 * mib, Dirty: 20 * mib})
+	w.yield = true
+	w.settle()
+	if s, _ := w.statusOf("/a"); s.Counters.WriteOuts != 1 || s.Counters.WriteOutsYielded != 1 {
+		t.Errorf("/a counters %+v, want one write-out, yielded", s.Counters)
 	}
 }
 

@@ -24,6 +24,8 @@ var t0 = time.Unix(1_000_000, 0)
 // carried out at once, against cgroups whose state the test sets, and
 // logged, so that a test states what the Core asked for.
 type world struct {
+	// yield is every write-out's host.WriteOut.Yielded.
+	yield  bool
 	t      testing.TB
 	c      *Core
 	now    time.Time
@@ -159,7 +161,7 @@ func (w *world) do(op Op) Result {
 		r.PacedThrottled = w.throttled[op.Cgroup]
 		r.Err = op.Paced.End()
 	case WriteOut:
-		r.WriteOut = host.WriteOut{Files: 1, Bytes: w.stats[op.Cgroup].Dirty}
+		r.WriteOut = host.WriteOut{Files: 1, Bytes: w.stats[op.Cgroup].Dirty, Yielded: w.yield}
 	case Flush:
 		if w.flush != nil {
 			r.Err = w.flush(op.Cgroup)

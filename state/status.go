@@ -25,6 +25,10 @@ type Counters struct {
 	// WriteOuts counts targeted write-outs of the cgroup's own files and
 	// WriteOutBytes the dirty bytes it held when each began.
 	WriteOuts, WriteOutBytes uint64
+	// WriteOutsYielded counts the targeted write-outs that spaced their
+	// chunks because another task was syncing on a device of the
+	// cgroup's files (host.WriteOut.Yielded).
+	WriteOutsYielded uint64
 	// Flushes counts full flushes: seed 000's fallback, or the stock
 	// behaviour when writeback_first is off. FlushBytes is the cgroup's
 	// dirty bytes when each began (other cgroups' are not counted).
@@ -144,6 +148,7 @@ func (s Status) Fields() []memcg.Field {
 		memcg.Field{Name: "reclaim_overshoot_bytes", Value: c.ReclaimOvershootBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "writeout_targeted", Value: c.WriteOuts, Known: true},
 		memcg.Field{Name: "writeout_targeted_bytes", Value: c.WriteOutBytes, Known: true, Kind: memcg.KindBytes},
+		memcg.Field{Name: "writeout_targeted_yielded", Value: c.WriteOutsYielded, Known: true},
 		memcg.Field{Name: "writeout_flush", Value: c.Flushes, Known: true},
 		memcg.Field{Name: "writeout_flush_bytes", Value: c.FlushBytes, Known: true, Kind: memcg.KindBytes},
 		memcg.Field{Name: "throttle_pauses", Value: c.Pauses, Known: true},

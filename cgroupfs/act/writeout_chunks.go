@@ -121,6 +121,13 @@ type WriteOutsOptions struct {
 	// the faster it dirties, since the write-out holds the cgroup's next
 	// action meanwhile. At most MaxWriteOutGap.
 	Gap time.Duration
+	// YieldGap, if not zero, is the gap a write-out keeps, as Gap does,
+	// when Syncing says a device of its files served a cache flush
+	// lately: another task fsyncs there, and its flush waits for the
+	// chunks queued before it. At most MaxWriteOutGap; Gap, if longer,
+	// holds.
+	YieldGap time.Duration
+	Syncing  func(dev uint64) bool
 	// sleep waits; tests replace it.
 	sleep func(time.Duration)
 	// sync is sync_file_range(fd, off, n, SYNC_FILE_RANGE_WRITE); tests
@@ -175,6 +182,9 @@ func NewWriteOuts(bio *safeio.BoundedIO, procRoot string, l layout.Layout, opts 
 	if opts.Gap < 0 || opts.Gap > MaxWriteOutGap {
 		return nil, fmt.Errorf("write-out options: Gap %v: want 0 (none) to %v", opts.Gap, MaxWriteOutGap)
 	}
+	if opts.YieldGap < 0 || opts.YieldGap > MaxWriteOutGap {
+		return nil, fmt.Errorf("write-out options: YieldGap %v: want 0 (none) to %v", opts.YieldGap, MaxWriteOutGap)
+	}
 	if opts.sleep == nil {
 		opts.sleep = time.Sleep
 	}
@@ -189,9 +199,28 @@ func NewWriteOuts(bio *safeio.BoundedIO, procRoot string, l layout.Layout, opts 
 	return &WriteOuts{bio: bio, procRoot: procRoot, layout: l, opts: opts, cursors: make(map[host.Cgroup]*cursor)}, nil
 }
 
-// chunk is the most one chunk covers.
-func (w *WriteOuts) chunk() int64 {
-	if w.opts.Gap > 0 {
+// gap is the gap a write-out of files keeps between its chunks: Gap, or
+// YieldGap if longer and a device of the files is syncing.
+func (w *WriteOuts) gap(files []chunkFile) time.Duration {
+	g := w.opts.Gap
+	if w.opts.YieldGap <= g || w.opts.Syncing == nil {
+		return g
+	}
+	seen := map[uint64]bool{}
+	for _, f := range files {
+		if !seen[f.id.dev] {
+			seen[f.id.dev] = true
+			if w.opts.Syncing(f.id.dev) {
+				return w.opts.YieldGap
+			}
+		}
+	}
+	return g
+}
+
+// chunk is the most one chunk covers when chunks are gap apart.
+func chunk(gap time.Duration) int64 {
+	if gap > 0 {
 		return SpacedChunk
 	}
 	return WriteChunk
@@ -285,8 +314,9 @@ func (w *WriteOuts) WriteOut(ctx context.Context, cg host.Cgroup, dirty uint64, 
 	} else {
 		files = append(files, c.listed...)
 	}
-	n, err := w.chunks(ctx, c, files, start.Add(w.opts.Budget), tailSpan(dirty))
-	out.Files = n
+	gap := w.gap(files)
+	n, err := w.chunks(ctx, c, files, start.Add(w.opts.Budget), tailSpan(dirty), gap)
+	out.Files, out.Yielded = n, gap > w.opts.Gap
 	if err != nil {
 		return out, fmt.Errorf("write out %s: %w", cg, err)
 	}
@@ -357,7 +387,7 @@ type turn struct {
 // its cursor, a chunk finds the device's queue full, or deadline passes
 // (the first chunk is always started).
 // It returns how many distinct files had a chunk started.
-func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, deadline time.Time, span int64) (int, error) {
+func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, deadline time.Time, span int64, gap time.Duration) (int, error) {
 	files = rotate(dedupFiles(files), c.next)
 	if len(files) == 0 {
 		c.at = make(map[fileID]int64)
@@ -412,7 +442,7 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 			// goroutine's own until Do returns: an abandoned round may
 			// still be at them.
 			first, until := !anyChunk, deadline
-			sp := spacer{last: lastChunk}
+			sp := spacer{last: lastChunk, gap: gap}
 			err := w.bio.Do(ctx, files[todo[0]].key, func() {
 				for k, i := range todo {
 					if (!first || k > 0) && !w.opts.now().Before(until) {
@@ -487,17 +517,19 @@ func (w *WriteOuts) chunks(ctx context.Context, c *cursor, files []chunkFile, de
 	return len(started), errors.Join(errs...)
 }
 
-// spacer keeps a write-out's chunks WriteOutsOptions.Gap apart.
+// spacer keeps a write-out's chunks its gap apart.
 type spacer struct {
-	last time.Time // when the last chunk's call returned; zero: none yet
+	last time.Time     // when the last chunk's call returned; zero: none yet
+	gap  time.Duration // the write-out's (WriteOuts.gap)
 }
 
-// wait sleeps until gap after the last chunk, if that is later than now.
+// wait sleeps until the gap after the last chunk, if that is later than
+// now.
 func (w *WriteOuts) wait(sp *spacer) {
-	if w.opts.Gap == 0 || sp.last.IsZero() {
+	if sp.gap == 0 || sp.last.IsZero() {
 		return
 	}
-	if d := sp.last.Add(w.opts.Gap).Sub(w.opts.now()); d > 0 {
+	if d := sp.last.Add(sp.gap).Sub(w.opts.now()); d > 0 {
 		w.opts.sleep(d)
 	}
 }
@@ -549,7 +581,7 @@ func (w *WriteOuts) turn(f chunkFile, off, span, sweep int64, sweeping bool, sp 
 	if off < tail || off >= s.Size {
 		off = tail
 	}
-	n := min(w.chunk(), s.Size-off)
+	n := min(chunk(sp.gap), s.Size-off)
 	w.wait(sp)
 	start := w.opts.now()
 	if err := w.opts.sync(int(file.Fd()), off, n); err != nil {

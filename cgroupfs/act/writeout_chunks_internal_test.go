@@ -108,7 +108,7 @@ func (r *chunkRig) run(c *cursor, files []chunkFile, chunks int, dirty uint64) (
 	deadline := r.now.Add(time.Duration(chunks)*time.Millisecond - time.Millisecond/2)
 	r.calls = nil
 	r.mu.Unlock()
-	n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(dirty*chunkMiB))
+	n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(dirty*chunkMiB), r.w.gap(files))
 	if err != nil {
 		r.t.Fatalf("chunks: %v", err)
 	}
@@ -348,13 +348,54 @@ func TestSpacedWriteOutKeepsItsChunksAGapApart(t *testing.T) {
 			r.calls = nil
 			deadline := r.now.Add(10 * time.Millisecond)
 			r.mu.Unlock()
-			n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(12*chunkMiB))
+			n, err := r.w.chunks(context.Background(), c, files, deadline, tailSpan(12*chunkMiB), r.w.gap(files))
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := strings.Join(r.calls, " ")
 			if n != 1 || !strings.HasPrefix(got, tt.want) || tt.exact && got != tt.want {
 				t.Errorf("calls %q (files %d), want %q (files 1), exact %v", got, n, tt.want, tt.exact)
+			}
+		})
+	}
+}
+
+// A write-out yields to another task's syncs: while a device of its files
+// served a cache flush lately (Syncing), its chunks are 1 MiB, YieldGap
+// apart; otherwise 4 MiB back to back, as without YieldGap. A longer Gap
+// holds either way.
+func TestAWriteOutYieldsToASyncingDevice(t *testing.T) {
+	key := safeio.DeviceKey(1)
+	for _, tt := range []struct {
+		name           string
+		gap, yield     time.Duration
+		syncing        bool
+		want, wantWhat string
+	}{
+		{"a device syncing: the yield's gap", 0, 250 * time.Microsecond, true,
+			"a@0+1 sleep 250µs a@1+1 sleep 250µs a@2+1", "1 MiB chunks 250µs apart"},
+		{"no device syncing: back to back", 0, 250 * time.Microsecond, false,
+			"a@0+4 a@4+4 a@8+4", "4 MiB chunks back to back"},
+		{"no yield: back to back, syncing or not", 0, 0, true,
+			"a@0+4 a@4+4 a@8+4", "4 MiB chunks back to back"},
+		{"a longer gap holds", time.Millisecond, 250 * time.Microsecond, true,
+			"a@0+1 sleep 1ms a@1+1", "1 MiB chunks 1ms apart"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSpacedChunkRig(t, tt.gap)
+			r.delay = 100 * time.Microsecond
+			files := []chunkFile{r.file("a", 12, key)}
+			var asked []uint64
+			r.w.opts.YieldGap, r.w.opts.Syncing = tt.yield, func(dev uint64) bool {
+				asked = append(asked, dev)
+				return tt.syncing
+			}
+			calls, _ := r.run(&cursor{at: make(map[fileID]int64)}, files, 10, 12)
+			if got := strings.Join(calls, " "); !strings.HasPrefix(got, tt.want) {
+				t.Errorf("calls %q, want %s: %q...", got, tt.wantWhat, tt.want)
+			}
+			if tt.yield > tt.gap && (len(asked) != 1 || asked[0] != files[0].id.dev) {
+				t.Errorf("Syncing asked of %v, want once of the file's device %d", asked, files[0].id.dev)
 			}
 		})
 	}
@@ -369,6 +410,10 @@ func TestNewWriteOutsRefusesAGapOutOfRange(t *testing.T) {
 		_, err := NewWriteOuts(bio, "/proc", layout.Layout{}, WriteOutsOptions{Gap: gap})
 		if err == nil || !strings.Contains(err.Error(), "Gap "+gap.String()) {
 			t.Errorf("Gap %v: err %v, want one naming the Gap and its value", gap, err)
+		}
+		_, err = NewWriteOuts(bio, "/proc", layout.Layout{}, WriteOutsOptions{YieldGap: gap})
+		if err == nil || !strings.Contains(err.Error(), "YieldGap "+gap.String()) {
+			t.Errorf("YieldGap %v: err %v, want one naming the YieldGap and its value", gap, err)
 		}
 	}
 }

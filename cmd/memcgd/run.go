@@ -61,7 +61,7 @@ type runFlags struct {
 	workers                            int
 	activeInterval, scanInterval       time.Duration
 	pacedReportGap                     time.Duration
-	writeOutGap                        time.Duration
+	writeOutGap, writeOutYield         time.Duration
 	reaction, schedSlice               time.Duration
 	logLevel                           string
 	dirtyTracker, pace                 string
@@ -128,6 +128,7 @@ first run.`,
 	fl.DurationVar(&f.activeInterval, "active-interval", agent.DefaultActiveInterval, "longest interval between two looks at an active cgroup (the policy looks sooner as a cgroup dirties faster, down to 1 ms)")
 	fl.DurationVar(&f.pacedReportGap, "paced-report-gap", 0, "least time from one look at a cgroup whose writers are paced to the next that a wake-up may ask for, at most the paced look's 5 ms; the kernel holds the pace meanwhile: less of the daemon's CPU for a looser hold on the dirty level (docs/throttle.md); 0 takes every wake-up at once")
 	fl.DurationVar(&f.writeOutGap, "write-out-gap", 0, "time between the 1 MiB chunks of a targeted write-out, at most 1ms: a neighbour's fdatasync on the same device waits less behind the write-out, and a fast writer loses throughput (docs/throttle.md); 0 submits 4 MiB chunks back to back")
+	fl.DurationVar(&f.writeOutYield, "write-out-yield", 0, "time between the 1 MiB chunks of a targeted write-out while another task syncs on the same device (a cache flush there within the last 100 ms), at most 1ms: the tail of its fsyncs' latency falls, their number and the writer's throughput fall a little (docs/throttle.md); 0 never yields")
 	fl.DurationVar(&f.reaction, "reaction", agent.DefaultReaction, "the daemon's reaction delay the throttle anticipates: from a wake-up to the step it triggers")
 	fl.DurationVar(&f.scanInterval, "scan-interval", agent.DefaultScanInterval, "interval of the safety scan for new and removed cgroups")
 	fl.DurationVar(&f.schedSlice, "sched-slice", DefaultSchedSlice, "the scheduler slice of the daemon's threads (kernel 6.12 or later): a shorter one lets a wake-up preempt a running task sooner; 0 keeps the kernel's default")
@@ -169,6 +170,9 @@ func (f *runFlags) check() error {
 	}
 	if f.writeOutGap < 0 || f.writeOutGap > act.MaxWriteOutGap {
 		return usagef("--write-out-gap: invalid value %v: allowed 0 (back to back) to %v", f.writeOutGap, act.MaxWriteOutGap)
+	}
+	if f.writeOutYield < 0 || f.writeOutYield > act.MaxWriteOutGap {
+		return usagef("--write-out-yield: invalid value %v: allowed 0 (never) to %v", f.writeOutYield, act.MaxWriteOutGap)
 	}
 	if f.workers <= 0 {
 		return usagef("--workers: invalid value %d: allowed 1 or more", f.workers)
@@ -306,7 +310,7 @@ func run(ctx context.Context, f *runFlags) error {
 		defer tr.Close()
 	}
 	fs, err := cgroupfs.NewFSOptions(l, f.procRoot, cfg.Under, j, cgroupfs.FSOptions{
-		Tracker: tr, NoTracker: noTracker, Log: log, WriteOutGap: f.writeOutGap,
+		Tracker: tr, NoTracker: noTracker, Log: log, WriteOutGap: f.writeOutGap, WriteOutYield: f.writeOutYield,
 	})
 	if err != nil {
 		return err

@@ -57,6 +57,8 @@ the metrics endpoint exports: kswapd_steal is then the daemon's background
 reclaim (pages), followed by pgoutrun (its reclaim runs), reclaimed_bytes,
 reclaim_overshoot_bytes (the free space past high_wmark at the end of each
 run, summed), writeout_targeted, writeout_flush (and their _bytes),
+writeout_targeted_yielded (targeted write-outs spaced for another task
+syncing on their device: --write-out-yield),
 throttle_pauses and throttle_paused_us (the throttle's freezes and their
 time: with pacing, the backstop's), throttle_paces and throttle_paced_us
 (pacing episodes of the dirtying tasks by CPU bandwidth, and their time),

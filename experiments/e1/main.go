@@ -362,6 +362,7 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("device busy during the write phase (%)", "%.1f", func(a arm) float64 { return a.disk.BusyPercent() })
 	num("device write rate during the write phase (MiB/s)", "%.1f", func(a arm) float64 { return a.disk.WriteMiBps() })
 	num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
+	num("memcgd: of them spaced for a syncing neighbour (--write-out-yield)", "%.0f", field("writeout_targeted_yielded"))
 	num("memcgd full flushes", "%.0f", field("writeout_flush"))
 	num("memcgd throttle pauses", "%.0f", field("throttle_pauses"))
 	num("memcgd time paused (ms)", "%.0f", func(a arm) float64 { return field("throttle_paused_us")(a) / 1e3 })

@@ -243,6 +243,7 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 		return share(float64(d.Fields["throttle_pace_held_us"])*1e3, float64(d.BusyWall))
 	}))
 	num("memcgd: targeted write-outs", "%.0f", field("writeout_targeted"))
+	num("memcgd: of them spaced for a syncing neighbour (--write-out-yield)", "%.0f", field("writeout_targeted_yielded"))
 	num("memcgd: bytes written out (MiB)", "%.0f", daemon(func(d lab.DaemonResult) float64 { return lab.MiB(d.Fields["writeout_targeted_bytes"]) }))
 	num("memcgd: full flushes", "%.0f", field("writeout_flush"))
 	num("memcgd: background reclaim runs", "%.0f", field("pgoutrun"))

@@ -373,11 +373,7 @@ func (c *Core) countOverLimit(sp *state.Status, now time.Time) {
 	if !sp.Managed || sp.Observed.IsZero() || !now.After(sp.Observed) || limit == memcg.NoLimit {
 		return
 	}
-	held := c.cfg.ActiveInterval
-	if held <= 0 {
-		held = policy.DefaultActiveInterval
-	}
-	dt := min(now.Sub(sp.Observed), held)
+	dt := min(now.Sub(sp.Observed), c.cfg.ActiveInterval)
 	level := sp.Stat.DirtyAndWriteback()
 	if level > limit {
 		sp.Counters.OverLimit += dt

@@ -200,22 +200,19 @@ func NewWriteOuts(bio *safeio.BoundedIO, procRoot string, l layout.Layout, opts 
 }
 
 // gap is the gap a write-out of files keeps between its chunks: Gap, or
-// YieldGap if longer and a device of the files is syncing.
+// YieldGap if longer and a device of the files is syncing. Syncing reads
+// a device at most every few milliseconds, so asking it of each file is
+// cheap.
 func (w *WriteOuts) gap(files []chunkFile) time.Duration {
-	g := w.opts.Gap
-	if w.opts.YieldGap <= g || w.opts.Syncing == nil {
-		return g
+	if w.opts.YieldGap <= w.opts.Gap || w.opts.Syncing == nil {
+		return w.opts.Gap
 	}
-	seen := map[uint64]bool{}
 	for _, f := range files {
-		if !seen[f.id.dev] {
-			seen[f.id.dev] = true
-			if w.opts.Syncing(f.id.dev) {
-				return w.opts.YieldGap
-			}
+		if w.opts.Syncing(f.id.dev) {
+			return w.opts.YieldGap
 		}
 	}
-	return g
+	return w.opts.Gap
 }
 
 // chunk is the most one chunk covers when chunks are gap apart.

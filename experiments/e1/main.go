@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -72,6 +73,7 @@ type arm struct {
 	disk          lab.DiskActivity // the device during the write phase
 	limit         uint64           // the limit the lab set
 	hostCPU       time.Duration    // the host's busy CPU time during the write phase (lab.HostCPU)
+	stalls        lab.Stalls       // the machine's stalls during the write phase (lab.StallProbe)
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
@@ -225,6 +227,10 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	if with.SelfPaced {
 		w.Budget = e.budget()
 	}
+	probe, err := lab.StartStallProbe()
+	if err != nil {
+		return a, err
+	}
 	sm := b.Sample(10*time.Millisecond, c)
 	d.BusyStart()
 	disk0 := b.Disk()
@@ -236,10 +242,12 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	if herr == nil && herr1 == nil {
 		a.hostCPU = host1 - host0
 	}
+	stalls, perr := probe.Stop()
 	samples, serr := sm.Stop()
-	if err != nil {
+	if err = errors.Join(err, perr); err != nil {
 		return a, err
 	}
+	a.stalls = stalls
 	if serr != nil {
 		return a, fmt.Errorf("sample %s: %w", c.Path, serr)
 	}
@@ -360,6 +368,8 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	// A throttle that holds the limit runs the writer at the device's
 	// speed at best: busy below 100 % is device time it left unused.
 	num("device busy during the write phase (%)", "%.1f", func(a arm) float64 { return a.disk.BusyPercent() })
+	num("machine stalls: every CPU's 1 ms sleeper over 5 ms late at once", "%.0f", func(a arm) float64 { return float64(a.stalls.Count) })
+	num("  time in them (ms)", "%.1f", func(a arm) float64 { return float64(a.stalls.Total) / 1e6 })
 	num("device write rate during the write phase (MiB/s)", "%.1f", func(a arm) float64 { return a.disk.WriteMiBps() })
 	num("memcgd targeted write-outs", "%.0f", field("writeout_targeted"))
 	num("memcgd: of them spaced for a syncing neighbour (--write-out-yield)", "%.0f", field("writeout_targeted_yielded"))

@@ -143,7 +143,10 @@ type sample struct {
 	over lab.Excursions
 	// late are the delays from dirty+writeback passing 1.25 ×
 	// dirty_bytes, the cgroup running, to its next freeze.
-	late   lab.Series
+	late lab.Series
+	// stalls are the machine's stalls during the writer's run
+	// (lab.StallProbe).
+	stalls lab.Stalls
 	res    lab.WriterResult
 	daemon lab.DaemonResult
 }
@@ -237,6 +240,8 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 			return float64(len(s.late)) * (100 - s.late.Below(uint64(10*time.Millisecond)+1)) / 100
 		}))
 		num("samples", "%.0f", func(s sample) float64 { return float64(s.dirty.N) })
+		num("machine stalls: every CPU's 1 ms sleeper over 5 ms late at once", "%.0f", func(s sample) float64 { return float64(s.stalls.Count) })
+		num("  time in them (ms)", "%.1f", func(s sample) float64 { return ms(s.stalls.Total) })
 		num("interval between samples, p50 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP50) })
 		num("interval between samples, p99 (ms)", "%.2f", func(s sample) float64 { return ms(s.gapP99) })
 		num("throughput (MiB/s, write phase)", "%.1f", func(s sample) float64 { return lab.MiB(uint64(s.res.Throughput())) })
@@ -316,15 +321,23 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 		return s, err
 	}
 	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: uint64(e.chunk), Rate: rate}
+	probe, err := lab.StartStallProbe()
+	if err != nil {
+		return s, err
+	}
 	d.BusyStart()
 	s.res, _, err = w.Run(ctx, c)
 	d.BusyEnd()
+	stalls, perr := probe.Stop()
 	samples, serr := sm.Stop()
 	if err != nil {
 		return s, err
 	}
 	if serr != nil {
 		return s, fmt.Errorf("sample %s: %w", c.Path, serr)
+	}
+	if s.stalls = stalls; perr != nil {
+		return s, perr
 	}
 	s.dirty = samples.Bytes.Summary()
 	s.frozen = samples.FrozenShare()

@@ -42,6 +42,9 @@ type victims struct {
 	// its thread's schedstat over the window (hasJournal).
 	journal0, journal1 lab.JournalStats
 	jbd2               lab.SchedStat
+	// stalls are the machine's over the victims' window
+	// (lab.StallProbe): a stall delays every victim, whoever caused it.
+	stalls lab.Stalls
 }
 
 // result is what one arm measured.
@@ -127,6 +130,7 @@ type running struct {
 	lab             *lab.Lab
 	psiSync, psiBg  lab.Pressure
 	disk            lab.DiskMark
+	probe           *lab.StallProbe
 	journal         lab.JournalStats
 	jbd2            lab.SchedStat
 }
@@ -168,6 +172,9 @@ func (e experiment) startVictims(ctx context.Context, b *lab.Bench, env armEnv, 
 		return nil, err
 	}
 	r.disk = b.Disk()
+	if r.probe, err = lab.StartStallProbe(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -177,6 +184,8 @@ func (r *running) stop() (victims, error) {
 	disk := r.disk
 	var errs []error
 	var err error
+	v.stalls, err = r.probe.Stop()
+	errs = append(errs, err)
 	v.sleep, err = r.sleep.Stop()
 	errs = append(errs, err)
 	v.sync, err = r.sync.Stop()

@@ -1,0 +1,171 @@
+package lab
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A StallProbe detects the machine stopping as a whole, which no process
+// on it can tell from being descheduled: a virtual machine whose host caps
+// its CPU time (its vCPUs and the host's threads that serve its devices
+// under one quota) is stopped until the host's period ends once it spends
+// the quota, every vCPU at once, and the guest's clocks run on meanwhile.
+// A thread pinned to each CPU sleeps StallTick at a time at nice −10 and
+// notes when a wake-up comes more than StallLate after its deadline; a
+// stall is a time in which every CPU's thread was that late at once. A
+// task that keeps one CPU busy delays one thread, not all of them, and a
+// nice −10 thread preempts the experiments' workloads within a slice, so
+// a stall is the machine's, or every CPU at once running a task of the
+// daemon's weight for StallLate (memcgd's threads run at nice −10 too).
+type StallProbe struct {
+	procs int // GOMAXPROCS before the probe raised it
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	late  [][]Interval // by CPU
+	err   error
+}
+
+// StallTick is the probe threads' sleep; StallLate how late a wake-up
+// must be to count.
+const (
+	StallTick = time.Millisecond
+	StallLate = 5 * time.Millisecond
+)
+
+// Interval is a time range on the monotonic clock, from From to To.
+type Interval struct{ From, To time.Duration }
+
+// Stalls sums a probe's stalls.
+type Stalls struct {
+	// Count is how many stalls there were, Total and Max their summed
+	// and longest time.
+	Count      int
+	Total, Max time.Duration
+}
+
+// StartStallProbe starts a probe thread on each CPU the process may run
+// on.
+func StartStallProbe() (*StallProbe, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("stall probe: sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for cpu := range 1024 {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	// Each probe thread holds a P (watch), so the others get as many
+	// as before.
+	p := &StallProbe{procs: runtime.GOMAXPROCS(0), stop: make(chan struct{})}
+	runtime.GOMAXPROCS(p.procs + len(cpus))
+	p.late = make([][]Interval, len(cpus))
+	start := time.Now()
+	for i, cpu := range cpus {
+		p.wg.Add(1)
+		go p.watch(i, cpu, start)
+	}
+	return p, nil
+}
+
+// watch is CPU cpu's probe thread, the i-th.
+func (p *StallProbe) watch(i, cpu int, start time.Time) {
+	defer p.wg.Done()
+	runtime.LockOSThread() // the thread exits with the goroutine: its affinity and nice die with it
+	var set unix.CPUSet
+	set.Set(cpu)
+	err := unix.SchedSetaffinity(0, &set)
+	if err == nil {
+		// PRIO_PROCESS with who 0 is the calling thread on Linux.
+		err = unix.Setpriority(unix.PRIO_PROCESS, 0, -10)
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.err = fmt.Errorf("stall probe on CPU %d: %w", cpu, err)
+		p.mu.Unlock()
+		return
+	}
+	tick := new(unix.Timespec) // on the heap, which the collector does not move
+	*tick = unix.NsecToTimespec(int64(StallTick))
+	var late []Interval
+	for {
+		select {
+		case <-p.stop:
+			p.mu.Lock()
+			p.late[i] = late
+			p.mu.Unlock()
+			return
+		default:
+		}
+		due := time.Since(start) + StallTick
+		// A raw system call keeps the thread's P through the sleep, so
+		// that the wake-up's time is taken before anything else of this
+		// process can run on the thread: one that leaves the P has to
+		// win one back first, which the process's own goroutines could
+		// delay. A stop of the world waits for it, up to StallTick.
+		unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, 0, uintptr(unsafe.Pointer(tick)), 0, 0, 0)
+		if woke := time.Since(start); woke-due > StallLate {
+			late = append(late, Interval{due, woke})
+		}
+	}
+}
+
+// Stop ends the probe and sums its stalls.
+func (p *StallProbe) Stop() (Stalls, error) {
+	close(p.stop)
+	p.wg.Wait()
+	runtime.GOMAXPROCS(p.procs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return Stalls{}, p.err
+	}
+	return SumStalls(Overlap(p.late)), nil
+}
+
+// Overlap is the times within an interval of every list at once: the
+// intersection of the lists' unions. Each list is sorted and its
+// intervals do not overlap, as a probe thread's are.
+func Overlap(lists [][]Interval) []Interval {
+	if len(lists) == 0 {
+		return nil
+	}
+	out := slices.Clone(lists[0])
+	for _, l := range lists[1:] {
+		var next []Interval
+		i, j := 0, 0
+		for i < len(out) && j < len(l) {
+			from, to := max(out[i].From, l[j].From), min(out[i].To, l[j].To)
+			if from < to {
+				next = append(next, Interval{from, to})
+			}
+			if out[i].To < l[j].To {
+				i++
+			} else {
+				j++
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// SumStalls counts and sums stalls.
+func SumStalls(stalls []Interval) Stalls {
+	var s Stalls
+	for _, v := range stalls {
+		d := v.To - v.From
+		s.Count++
+		s.Total += d
+		s.Max = max(s.Max, d)
+	}
+	return s
+}

@@ -122,9 +122,10 @@ func armNames(arms []lab.Arm) []string {
 	return out
 }
 
-// addTargets records one run's figures for the targets: issue 7's for the
-// unpaced writer, issue 3's (still to be met) for the paced one. Ratios
-// and reductions are taken against the stock arm of the same run.
+// addTargets records one run's figures for the targets: issue 16's for
+// the unpaced writer (it kept issue 7's stall and failcnt, and the daemon's
+// whole CPU is issue 7's), issue 3's for the paced one. Ratios and
+// reductions are taken against the stock arm of the same run.
 func addTargets(t *lab.Targets, mode string, arms []lab.Arm, a []arm) {
 	stock := a[0]
 	for i := 1; i < len(arms); i++ {
@@ -140,7 +141,7 @@ func addTargets(t *lab.Targets, mode string, arms []lab.Arm, a []arm) {
 				t.Add("E1 unpaced, fallback: throughput ≥ 0.90 × stock", name, "%.3f", func(v float64) bool { return v >= 0.90 }, tp)
 				continue
 			}
-			t.Add("E1 unpaced: throughput ≥ 0.95 × stock", name, "%.3f", func(v float64) bool { return v >= 0.95 }, tp)
+			t.Add("E1 unpaced: throughput ≥ 1.0 × stock", name, "%.3f", func(v float64) bool { return v >= 1 }, tp)
 			t.Add("E1 unpaced: writer memory stall (PSI some) ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, stall)
 			t.Add("E1 unpaced: failcnt ≥ 90% lower", name, "%.1f%%", func(v float64) bool { return v >= 90 }, fail)
 			t.Add("E1 unpaced: daemon CPU during the run ≤ 10% of one core", name, "%.1f%%", func(v float64) bool { return v <= 10 }, busy(x))

@@ -109,7 +109,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 	for _, mode := range e.modes {
 		fmt.Printf("### %s, medians of %d runs\n\n%s\n", mode, b.Runs, medians[mode])
 	}
-	fmt.Printf("### Targets (issue 7; paced: issue 3), medians of %d runs\n\n%s\n", b.Runs, targets.String())
+	fmt.Printf("### Targets (unpaced: issues 7 and 16; paced: issue 3), medians of %d runs\n\n%s\n", b.Runs, targets.String())
 	return nil
 }
 

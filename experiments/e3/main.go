@@ -260,7 +260,7 @@ func (e experiment) run(ctx context.Context, b *lab.Bench) error {
 		}
 	}
 	fmt.Printf("### Medians of %d runs\n\n%s\n", b.Runs, medians)
-	fmt.Printf("### Targets (issue 7), medians of %d runs\n\n%s\n", b.Runs, targets.String())
+	fmt.Printf("### Targets (issues 7 and 16), medians of %d runs\n\n%s\n", b.Runs, targets.String())
 	return nil
 }
 

@@ -87,8 +87,10 @@ type Agent struct {
 	done     chan struct{}
 	ready    atomic.Bool // the first listing's cgroups each stepped once
 
-	// calls is the workers' CPU time by kind of op.
+	// calls is the workers' CPU time by kind of op; late the loop's
+	// lateness for its timers.
 	calls callCPU
+	late  lateness
 
 	mu     sync.Mutex // guards cfg and status
 	cfg    *config.Config
@@ -281,7 +283,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		case f := <-a.requests:
 			f(core, time.Now())
 		case <-timer.C:
-			core.Tick(time.Now())
+			now := time.Now()
+			a.late.observe(now.Sub(x.deadline))
+			core.Tick(now)
 		}
 	}
 }

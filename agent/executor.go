@@ -24,6 +24,8 @@ type executor struct {
 	results  chan sched.Result
 	workers  sync.WaitGroup
 	inflight map[uint64]inflightOp // loop only
+	// deadline is what the timer was last set for (ready), loop only.
+	deadline time.Time
 }
 
 // inflightOp is an op handed to a worker, for the shutdown report.
@@ -86,7 +88,7 @@ func (x *executor) ready(ctx context.Context, timer *time.Timer) {
 		x.core.Advance(time.Now(), done...)
 	}
 	timer.Stop()
-	if !rd.Deadline.IsZero() {
+	if x.deadline = rd.Deadline; !rd.Deadline.IsZero() {
 		timer.Reset(max(time.Until(rd.Deadline), 0))
 	}
 }

@@ -132,6 +132,10 @@ func daemonOptions(t *testing.T) []Option {
 		WithBuildInfo(BuildInfo{Version: "v0.1.0", Revision: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.8"}),
 		WithConfigReloads(reloads),
 		WithJournal(journal, func() int { return 2 }),
+		WithCallCPU(func() map[string]time.Duration { return map[string]time.Duration{"write out": 1500 * time.Millisecond} }),
+		WithCalls(func() map[string]uint64 { return map[string]uint64{"write out": 12} }),
+		WithTimerLateness([]time.Duration{time.Millisecond, 10 * time.Millisecond},
+			func() ([]uint64, time.Duration) { return []uint64{90, 9, 1}, 120 * time.Millisecond }),
 	}
 }
 

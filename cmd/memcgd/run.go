@@ -355,7 +355,8 @@ func run(ctx context.Context, f *runFlags) error {
 		reg, err := metrics.NewRegistry(func() []state.Status { s, _ := a.Status(""); return s },
 			metrics.WithDropped(w), metrics.WithDirtyTracking(path),
 			metrics.WithBuildInfo(thisBuild().metrics()), metrics.WithConfigReloads(reloads),
-			metrics.WithJournal(j.Path(), func() int { return len(j.Pending()) }), metrics.WithCallCPU(a.CallCPU), metrics.WithCalls(a.Calls))
+			metrics.WithJournal(j.Path(), func() int { return len(j.Pending()) }), metrics.WithCallCPU(a.CallCPU), metrics.WithCalls(a.Calls),
+			metrics.WithTimerLateness(agent.LatenessBounds[:], a.TimerLateness))
 		if err != nil {
 			return err
 		}

@@ -381,6 +381,9 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
 	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd steps (looks at a cgroup) during the writer's run, a second", "%.0f", func(a arm) float64 { return a.daemon.StepRate() })
+	num("memcgd: its loop's wake-ups for its timers during the writer's run", "%.0f", func(a arm) float64 { return a.daemon.TimerWakeUps() })
+	num("  how late they came, p50 (ms; memcgd_timer_lateness_seconds)", "%.2f", func(a arm) float64 { return a.daemon.LateP50() })
+	num("  p99 (ms)", "%.2f", func(a arm) float64 { return a.daemon.LateP99() })
 	num("host CPU during the write phase, per GiB written (CPU-s; all CPUs, all tasks)", "%.3f", hostPerGiB)
 	num("memcgd CPU, user+sys over its life (s)", "%.2f", func(a arm) float64 { return (a.daemon.Usage.User + a.daemon.Usage.Sys).Seconds() })
 }

@@ -259,6 +259,9 @@ func (e experiment) part1(ctx context.Context, b *lab.Bench, run int, sum *part1
 		})
 		num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(s sample) float64 { return s.daemon.KernelWorkPercent() })
 		num("memcgd steps (looks at a cgroup), a second", "%.0f", func(s sample) float64 { return s.daemon.StepRate() })
+		num("memcgd: its loop's wake-ups for its timers", "%.0f", func(s sample) float64 { return s.daemon.TimerWakeUps() })
+		num("  how late they came, p50 (ms; memcgd_timer_lateness_seconds)", "%.2f", func(s sample) float64 { return s.daemon.LateP50() })
+		num("  p99 (ms)", "%.2f", func(s sample) float64 { return s.daemon.LateP99() })
 		num("memcgd CPU, user+sys over its life (s)", "%.2f", func(s sample) float64 { return (s.daemon.Usage.User + s.daemon.Usage.Sys).Seconds() })
 		fmt.Printf("### Part 1, dirty limit, %s, run %d (%s)\n\n%s\n", mode, run, lab.OrderText(run, b.Arms), t)
 

@@ -226,6 +226,9 @@ func rows(t *lab.Compare, m *lab.Medians, res []result, solo victims, env armEnv
 	}))
 	num("memcgd: of it in write-out, flush and reclaim calls (% of one core)", "%.1f", daemon(lab.DaemonResult.KernelWorkPercent))
 	num("memcgd: steps (looks at a cgroup), a second", "%.0f", daemon(lab.DaemonResult.StepRate))
+	num("memcgd: its loop's wake-ups for its timers", "%.0f", daemon(lab.DaemonResult.TimerWakeUps))
+	num("  how late they came, p50 (ms; memcgd_timer_lateness_seconds)", "%.2f", daemon(lab.DaemonResult.LateP50))
+	num("  p99 (ms)", "%.2f", daemon(lab.DaemonResult.LateP99))
 	num("memcgd: its threads put on a CPU, a second", "%.0f", daemon(func(d lab.DaemonResult) float64 {
 		if d.BusyWall == 0 {
 			return math.NaN()

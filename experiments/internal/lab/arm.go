@@ -150,6 +150,26 @@ type DaemonResult struct {
 	// second it made in that interval, over all its cgroups
 	// (memcgd_host_calls_total); −1 when not measured.
 	Steps float64
+	// Late is how late its loop woke for its timers in that interval
+	// (memcgd_timer_lateness_seconds); N −1 when not measured.
+	Late Lateness
+}
+
+// TimerWakeUps, LateP50 and LateP99 are Late's count and percentiles in
+// milliseconds, NaN (printed n/a) when not measured.
+func (r DaemonResult) TimerWakeUps() float64 { return r.late(func(l Lateness) float64 { return l.N }) }
+func (r DaemonResult) LateP50() float64 {
+	return r.late(func(l Lateness) float64 { return float64(l.P50) / 1e6 })
+}
+func (r DaemonResult) LateP99() float64 {
+	return r.late(func(l Lateness) float64 { return float64(l.P99) / 1e6 })
+}
+
+func (r DaemonResult) late(f func(Lateness) float64) float64 {
+	if r.Late.N < 0 {
+		return math.NaN()
+	}
+	return f(r.Late)
 }
 
 // StepRate is Steps, NaN (printed n/a) when not measured.
@@ -191,9 +211,9 @@ func (r DaemonResult) Tracker() string {
 // workload (DaemonResult.Busy) is measured from d.BusyStart to d.BusyEnd.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return DaemonResult{Busy: -1, KernelWork: -1, Steps: -1}, nil
+		return DaemonResult{Busy: -1, KernelWork: -1, Steps: -1, Late: Lateness{N: -1}}, nil
 	}
-	busy, work, steps := d.busy(), d.kernelWork(), d.stepRate()
+	busy, work, steps, late := d.busy(), d.kernelWork(), d.stepRate(), lateness(d.busyFrom.late, d.busyTo.late)
 	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
@@ -206,5 +226,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
 	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
-		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps}, nil
+		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps, Late: late}, nil
 }

@@ -100,10 +100,12 @@ type busyMark struct {
 	sched SchedStat
 	at    time.Time
 	ok    bool
-	// calls is its memcgd_host_call_cpu_seconds_total by call, and
-	// counts its memcgd_host_calls_total, read from its metrics outside
-	// the interval; nil if unread.
+	// calls is its memcgd_host_call_cpu_seconds_total by call, counts
+	// its memcgd_host_calls_total, and late its
+	// memcgd_timer_lateness_seconds buckets, read from its metrics
+	// outside the interval; nil if unread.
 	calls, counts map[string]float64
+	late          map[float64]float64
 }
 
 // BusyStart marks the start of the workload whose daemon CPU use EndArm
@@ -111,9 +113,9 @@ type busyMark struct {
 // a nil Daemon (the stock arm). A failed reading leaves Busy unmeasured.
 func (d *Daemon) BusyStart() {
 	if d != nil {
-		calls, counts := d.callCPU()
+		calls, counts, late := d.scrape()
 		d.busyFrom = d.mark()
-		d.busyFrom.calls, d.busyFrom.counts = calls, counts
+		d.busyFrom.calls, d.busyFrom.counts, d.busyFrom.late = calls, counts, late
 	}
 }
 
@@ -121,21 +123,23 @@ func (d *Daemon) BusyStart() {
 func (d *Daemon) BusyEnd() {
 	if d != nil {
 		d.busyTo = d.mark()
-		d.busyTo.calls, d.busyTo.counts = d.callCPU()
+		d.busyTo.calls, d.busyTo.counts, d.busyTo.late = d.scrape()
 	}
 }
 
-// callCPU reads the daemon's CPU time in host calls, and how many it
-// made, from its metrics (memcgd_host_call_cpu_seconds_total,
-// memcgd_host_calls_total), by call; nil if unread.
-func (d *Daemon) callCPU() (cpu, counts map[string]float64) {
+// scrape reads the daemon's CPU time in host calls, and how many it made,
+// by call, and its loop's timer lateness, from its metrics
+// (memcgd_host_call_cpu_seconds_total, memcgd_host_calls_total,
+// memcgd_timer_lateness_seconds); nil if unread.
+func (d *Daemon) scrape() (cpu, counts map[string]float64, late map[float64]float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	text, err := d.Metrics(ctx)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return parseByCall(text, "memcgd_host_call_cpu_seconds_total"), parseByCall(text, "memcgd_host_calls_total")
+	return parseByCall(text, "memcgd_host_call_cpu_seconds_total"), parseByCall(text, "memcgd_host_calls_total"),
+		parseBuckets(text, "memcgd_timer_lateness_seconds")
 }
 
 // parseByCall takes family{call="..."} from a metrics page, by call.

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,13 +10,7 @@ import (
 
 func TestTimerLatenessIsAHistogramInSeconds(t *testing.T) {
 	bounds := []time.Duration{time.Millisecond, 10 * time.Millisecond}
-	reg, err := NewRegistry(func() []state.Status { return nil },
-		WithTimerLateness(bounds, func() ([]uint64, time.Duration) { return []uint64{5, 2, 1}, 80 * time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	Handler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	page := scrape(t, func() []state.Status { return nil }, WithTimerLateness(bounds, func() ([]uint64, time.Duration) { return []uint64{5, 2, 1}, 80 * time.Millisecond }))
 	for _, want := range []string{
 		"# TYPE memcgd_timer_lateness_seconds histogram",
 		`memcgd_timer_lateness_seconds_bucket{le="0.001"} 5`,
@@ -27,7 +19,7 @@ func TestTimerLatenessIsAHistogramInSeconds(t *testing.T) {
 		"memcgd_timer_lateness_seconds_sum 0.08",
 		"memcgd_timer_lateness_seconds_count 8",
 	} {
-		if !strings.Contains(rec.Body.String(), want+"\n") {
+		if !strings.Contains(page, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}

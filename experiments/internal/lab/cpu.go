@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -144,22 +145,33 @@ func (d *Daemon) scrape() (cpu, counts map[string]float64, late map[float64]floa
 
 // parseByCall takes family{call="..."} from a metrics page, by call.
 func parseByCall(text, family string) map[string]float64 {
-	prefix := family + `{call="`
 	out := map[string]float64{}
-	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		call, value, ok := strings.Cut(rest, `"} `)
-		if !ok {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[call] = v
-		}
+	for call, v := range samples(text, family+`{call="`) {
+		out[call] = v
 	}
 	return out
+}
+
+// samples yields the label value and the sample's value of each line of
+// a metrics page that begins with prefix, a family's name and its one
+// label up to the opening quote of the value.
+func samples(text, prefix string) iter.Seq2[string, float64] {
+	return func(yield func(string, float64) bool) {
+		for _, line := range strings.Split(text, "\n") {
+			rest, ok := strings.CutPrefix(line, prefix)
+			if !ok {
+				continue
+			}
+			label, value, ok := strings.Cut(rest, `"} `)
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(value, 64)
+			if err == nil && !yield(label, v) {
+				return
+			}
+		}
+	}
 }
 
 // KernelWorkCalls are the host calls whose CPU time is mostly the

@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -21,22 +20,9 @@ type Lateness struct {
 // parseBuckets takes family_bucket{le="..."} from a metrics page: the
 // cumulative count at each upper bound, +Inf included.
 func parseBuckets(text, family string) map[float64]float64 {
-	prefix := family + `_bucket{le="`
 	out := map[float64]float64{}
-	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		le, value, ok := strings.Cut(rest, `"} `)
-		if !ok {
-			continue
-		}
-		b, err := strconv.ParseFloat(le, 64) // "+Inf" parses to +Inf
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
+	for le, v := range samples(text, family+`_bucket{le="`) {
+		if b, err := strconv.ParseFloat(le, 64); err == nil { // "+Inf" parses to +Inf
 			out[b] = v
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
+	"golang.org/x/sys/unix"
 )
 
 // paceable returns the layout if this host lets the pacer pace: the cpu
@@ -237,6 +238,68 @@ func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
 	}
 	if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Recover left the pace group %s: %v", group, err)
+	}
+}
+
+// On v2 the pacer records the cpu controller's enabling in the leaf's
+// cgroup.subtree_control before it writes "+cpu". A crash on either side
+// of that write leaves a threaded pace group; the next start's Recover
+// removes it, leaves the controller as it was before memcgd, and counts
+// one change undone, which the daemon logs.
+func TestRecoverUndoesAPaceGroupCrashedAroundItsController(t *testing.T) {
+	l := paceable(t)
+	if l.Memory.Version != layout.V2 {
+		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
+	}
+	for _, tt := range []struct {
+		name    string
+		written bool // whether "+cpu" reached the file before the crash
+	}{
+		{"before the write", false},
+		{"after the write", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cgrouptest.New(t, l, 256<<20)
+			sleeper := c.Start(t, "sleep", "3600")
+			leaf := threadCgroup(t, l, sleeper.Process.Pid)
+			ctl := filepath.Join(leaf, journal.FileSubtreeControl)
+			if cur := must(os.ReadFile(ctl)); slices.Contains(strings.Fields(string(cur)), "cpu") {
+				t.Fatalf("%s enables cpu already (%q): nothing to record", ctl, cur)
+			}
+			j := cgrouptest.Journal(t, l)
+			group := filepath.Join(leaf, journal.PaceGroupName)
+			// What Pacer.Pace does up to the crash.
+			must(j.Record(must(journal.PaceGroupChange(leaf, journal.FileThreads))))
+			if err := os.Mkdir(group, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = unix.Rmdir(group) })
+			if err := os.WriteFile(filepath.Join(group, "cgroup.type"), []byte("threaded"), 0); err != nil {
+				t.Fatal(err)
+			}
+			must(j.Record(must(journal.SubtreeCPUChange(leaf))))
+			if tt.written {
+				if err := os.WriteFile(ctl, []byte("+cpu"), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			undone, err := j.Recover(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(undone) != 1 {
+				t.Errorf("Recover undid %v: want one change, what the daemon logs as undone", undone)
+			}
+			if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Recover left the pace group %s: %v", group, err)
+			}
+			if cur := must(os.ReadFile(ctl)); slices.Contains(strings.Fields(string(cur)), "cpu") {
+				t.Errorf("%s after Recover = %q: want cpu disabled, as before memcgd", ctl, cur)
+			}
+			if p := j.Pending(); len(p) != 0 {
+				t.Errorf("pending journal records after Recover: %v", p)
+			}
+		})
 	}
 }
 

@@ -158,10 +158,12 @@ func ReadTIDs(p string) ([]int, error) {
 }
 
 // undoSubtreeControl disables the cpu controller memcgd enabled in a
-// leaf's cgroup.subtree_control, if it is still enabled, once the pace
-// group that needed it is gone (its record is older than the group's, so
-// Recover undoes it after the group's; a crash between can leave the
-// group, which this removes first).
+// leaf's cgroup.subtree_control, if it is still enabled. Its record is
+// newer than the pace group's, so Recover undoes it first, and the group
+// that uses the controller must go before it: this removes the group
+// then. A crash between the record and the write of "+cpu" leaves the
+// group with the controller never enabled: that group is left to its own
+// record, next, whose undo removes it and says so.
 func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	ino, err := ctlfile.FileIno(c.Path)
 	switch {
@@ -172,15 +174,15 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	case ino != c.Cgroup:
 		return false, fmt.Sprintf("cgroup removed and created again (inode %d, recorded %d)", ino, c.Cgroup), nil
 	}
-	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil {
-		return false, "", err
-	}
 	cur, err := ctlfile.Read(c.Path)
 	if err != nil {
 		return false, "", err
 	}
 	if !slices.Contains(strings.Fields(cur), "cpu") {
-		return false, "", nil // disabled already
+		return false, "", nil // never enabled, or disabled already
+	}
+	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil {
+		return false, "", err
 	}
 	if err := ctlfile.Write(c.Path, c.Original); err != nil {
 		return false, "", err

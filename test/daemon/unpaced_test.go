@@ -21,7 +21,7 @@ import (
 	"github.com/memcgd/memcgd/internal/stats"
 )
 
-// An unpaced writer (1 GiB in 1 MiB writes, as cp or a bulk load writes;
+// An unpaced writer (2 GiB in 1 MiB writes, as cp or a bulk load writes;
 // 256 MiB in the VM) into a 100 MiB cgroup with dirty_bytes 16M and
 // dirty_background_bytes 8M, its dirty plus writeback sampled every 2 ms,
 // with the eBPF tracker (a wake-up within a millisecond of the dirtying)
@@ -80,12 +80,16 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 		background = 8 * mib
 		writeSize  = 1 * mib // dd's bs
 	)
-	// MiB written per run, in 1 MiB writes, and rounds: 1 GiB twice on
-	// the host; in the VM, whose emulated disk writes at tens of MiB/s,
-	// 256 MiB once (still sixteen times the limit, and seconds after a
-	// first look that the usage poll can leave two seconds late), so
-	// that the suite ends within CI's time there too.
-	size, rounds := 1024, 2
+	// MiB written per run, in 1 MiB writes, and rounds: 2 GiB three
+	// times on the host, where a writer at 2-3 GB/s gives the 2 ms
+	// sampler a thousand samples after the rounds' starts, so that the
+	// p99 is not two samples of one excursion (one stop of the whole
+	// machine, docs/lab/2026-12-04-machine-stalls.md, makes one); in the
+	// VM, whose emulated disk writes at tens of MiB/s, 256 MiB once
+	// (still sixteen times the limit, and seconds after a first look
+	// that the usage poll can leave two seconds late), so that the suite
+	// ends within CI's time there too.
+	size, rounds := 2048, 3
 	if slow() > 1 {
 		size, rounds = 256, 1
 	}

@@ -82,8 +82,8 @@ func testUnpacedWriter(t *testing.T, tracker string, bound float64) {
 	)
 	// MiB written per run, in 1 MiB writes, and rounds: 2 GiB three
 	// times on the host, where a writer at 2-3 GB/s gives the 2 ms
-	// sampler a thousand samples after the rounds' starts, so that the
-	// p99 is not two samples of one excursion (one stop of the whole
+	// sampler several hundred samples after the rounds' starts, so that
+	// the p99 is not two samples of one excursion (one stop of the whole
 	// machine, docs/lab/2026-12-04-machine-stalls.md, makes one); in the
 	// VM, whose emulated disk writes at tens of MiB/s, 256 MiB once
 	// (still sixteen times the limit, and seconds after a first look

@@ -56,7 +56,7 @@ func (fs *FS) NewWatcher(opts watch.WatcherOptions) (*TrackedWatcher, error) {
 // wake-up is sent once per Watch call; a value already passed fires at
 // cg's next dirtied page.
 func (tw *TrackedWatcher) Watch(cg host.Cgroup, wake host.Wake) error {
-	if err := tw.Watcher.Watch(cg, host.Wake{UsageAbove: wake.UsageAbove}); err != nil {
+	if err := tw.Watcher.Watch(cg, host.Wake{UsageAbove: wake.UsageAbove, OnlyArmed: wake.OnlyArmed}); err != nil {
 		return err
 	}
 	if tw.fast.tr == nil {

@@ -19,6 +19,13 @@ type Wake struct {
 	// memcg.NoLimit and 0 are off. Only a Watcher whose host counts the
 	// level (DirtyPath.Levels) honours them.
 	LevelAbove, LevelBelow uint64
+	// OnlyArmed reports the cgroup only at the thresholds above (and
+	// when it is removed): not at reclaim, a memory stall or a
+	// memory.events change in it. The agent sets it for a cgroup it looks
+	// at anyway; a writer at its limit makes reclaim every 2 MiB it
+	// charges (mm/vmpressure.c, vmpressure_win), hundreds of reports a
+	// second that would each be a step.
+	OnlyArmed bool
 }
 
 // Watcher reports cgroups that may need attention, so that the agent need

@@ -92,6 +92,10 @@ type Wake struct {
 	// reach its dirty background threshold by charging new pages, or its
 	// low watermark.
 	UsageAbove uint64
+	// OnlyArmed keeps the watcher from reporting the cgroup at reclaim, a
+	// memory stall or a memory.events change in it: set while it is
+	// active, as it is looked at anyway (host.Wake).
+	OnlyArmed bool
 	// DirtiedAbove reports the cgroup once the tracker's dirtied-bytes
 	// counter (Input.Stat.Counters.DirtiedBytes, re-dirtied cached pages
 	// included) passes this absolute value. memcg.NoLimit without

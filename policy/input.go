@@ -130,6 +130,13 @@ func (in Input) horizon() time.Duration {
 	return in.Reaction + in.ActiveInterval
 }
 
+// backgroundReclaim reports whether the userspace kswapd (kswapd.go) works
+// for the cgroup: its watermarks are set, it has a limit, and it does not
+// hold the daemon.
+func (in Input) backgroundReclaim() bool {
+	return !in.Exempt && in.Watermarks.Enabled() && in.Stat.Limit != memcg.NoLimit
+}
+
 // freezer is how the policy may stop the cgroup's tasks: never when it
 // holds the daemon.
 func (in Input) freezer() Freezer {

@@ -110,7 +110,7 @@ func kswapdWake(w memcg.Watermarks, ahead uint64) uint64 {
 // than MinLook, or the cgroup does not grow.
 func (c *Controller) kswapdLook(in Input, free uint64, d *Decision) (t time.Duration, ok bool) {
 	w := in.Watermarks
-	if in.Exempt || !w.Enabled() || in.Stat.Limit == memcg.NoLimit || c.growth <= 0 {
+	if !in.backgroundReclaim() || c.growth <= 0 {
 		return 0, false
 	}
 	left := satAdd(free, d.Reclaim)

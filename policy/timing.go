@@ -61,7 +61,14 @@ func (c *Controller) timing(in Input, dirty, ahead uint64, stale bool, d *Decisi
 	}
 	defer func() {
 		if d.Active {
-			d.Wake.UsageAbove = memcg.NoLimit // looked at anyway (Wake)
+			// Looked at anyway (Wake). Reclaim against its limit
+			// is the userspace kswapd's cue to run again, at once: a
+			// step reclaims no further than high_wmark, so a writer
+			// that charges faster than the looks come needs them.
+			// Without the kswapd such a report would be a step
+			// that does nothing the look does not.
+			d.Wake.UsageAbove = memcg.NoLimit
+			d.Wake.OnlyArmed = !in.backgroundReclaim()
 		}
 	}()
 	var look time.Duration

@@ -106,6 +106,46 @@ func TestWhenToLookAgain(t *testing.T) {
 	}
 }
 
+// An active cgroup's watch reports it at reclaim against its limit only
+// where the userspace kswapd works for it: reclaim is the kswapd's cue to
+// run again, and without the kswapd such a report would be a step that
+// does nothing the next look does not. An idle cgroup is reported at
+// reclaim either way.
+func TestOnlyArmedWhileActiveWithoutTheKswapd(t *testing.T) {
+	kswapd := memcg.Watermarks{Min: 1 * mib, Low: 2 * mib, High: 3 * mib}
+	tests := []struct {
+		name       string
+		dirty      uint64
+		watermarks memcg.Watermarks
+		exempt     bool
+		active     bool
+		onlyArmed  bool
+	}{
+		{"active, no kswapd: reported at its thresholds only", 8 * mib, memcg.Watermarks{}, false, true, true},
+		{"active, the kswapd on: reported at reclaim too", 8 * mib, kswapd, false, true, false},
+		{"active, holding the daemon (no kswapd for it): thresholds only", 8 * mib, kswapd, true, true, true},
+		{"idle, no kswapd: reported at reclaim", 1 * mib, memcg.Watermarks{}, false, false, false},
+		{"idle, the kswapd on: reported at reclaim", 1 * mib, kswapd, false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewController().Step(Input{
+				Now:            time.Unix(10, 0),
+				Stat:           memcg.Stat{Limit: 1 << 30, Usage: 64*mib + tt.dirty, File: 64*mib + tt.dirty, Dirty: tt.dirty, Counters: memcg.Counters{HasDirtied: true}},
+				Dirty:          memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib},
+				Watermarks:     tt.watermarks,
+				Exempt:         tt.exempt,
+				Tracker:        true,
+				ActiveInterval: 50 * ms,
+				Freezer:        FreezerHeld,
+			})
+			if d.Active != tt.active || d.Wake.OnlyArmed != tt.onlyArmed {
+				t.Errorf("Active %v, Wake.OnlyArmed %v; want %v, %v", d.Active, d.Wake.OnlyArmed, tt.active, tt.onlyArmed)
+			}
+		})
+	}
+}
+
 func TestWakeAt(t *testing.T) {
 	dl := memcg.DirtyLimits{Background: 8 * mib, Limit: 16 * mib}
 	w := memcg.Watermarks{Min: 4 * mib, Low: 5 * mib, High: 6 * mib}

@@ -357,7 +357,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 	sp.DirtyRate, sp.WriteBandwidth = st.ctrl.DirtyRate(), st.ctrl.WriteBandwidth()
 	c.setState(st)
 	c.arm(st, host.Wake{UsageAbove: d.Wake.UsageAbove, DirtiedAbove: d.Wake.DirtiedAbove,
-		LevelAbove: d.Wake.LevelAbove, LevelBelow: d.Wake.LevelBelow})
+		LevelAbove: d.Wake.LevelAbove, LevelBelow: d.Wake.LevelBelow, OnlyArmed: d.Wake.OnlyArmed})
 	if d.NextLook > 0 {
 		c.look(st, r.At.Add(d.NextLook))
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/format"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/cgroupfs/watch"
@@ -356,23 +357,81 @@ func TestWatchReportsUsageAlreadyAboveItsThresholdWhenArmed(t *testing.T) {
 	}
 }
 
+// A watch with no usage threshold reports a cgroup whose writer meets its
+// limit: only reclaim (v1 vmpressure and failcnt), memory.events.local or
+// PSI (v2) can. With Wake.OnlyArmed, the watch of a cgroup the agent
+// looks at anyway, none of them does.
 func TestWatchReportsLimitReclaim(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	disk := cgrouptest.DiskDir(t)
-	c := cgrouptest.New(t, l, 32*watchMiB)
-	w := newWatcher(t, l, watch.WatcherOptions{})
-	// No usage threshold: only reclaim (v1 vmpressure), memory.events.local
-	// or PSI (v2) can report the cgroup.
-	if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit}); err != nil {
+	for _, tt := range []struct {
+		name      string
+		onlyArmed bool
+	}{
+		{"reported", false},
+		{"OnlyArmed: not reported", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cgrouptest.New(t, l, 32*watchMiB)
+			w := newWatcher(t, l, watch.WatcherOptions{})
+			if err := w.Watch(c.Path, host.Wake{UsageAbove: memcg.NoLimit, OnlyArmed: tt.onlyArmed}); err != nil {
+				t.Fatal(err)
+			}
+			// Twice the limit where the whole write is waited for (the
+			// VM's disk writes tens of MiB a second).
+			count := "count=128"
+			if tt.onlyArmed {
+				count = "count=64"
+			}
+			start := time.Now()
+			dd := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(disk, "data"), "bs=1M", count)
+			if !tt.onlyArmed {
+				at, ok := awaitReportAt(w, c.Path, 5*time.Second)
+				if !ok {
+					t.Fatalf("a 128 MiB writer in a 32 MiB cgroup: not reported within 5s")
+				}
+				t.Logf("reported %v after the writer started", at.Sub(start).Round(time.Millisecond))
+				return
+			}
+			if err := dd.Wait(); err != nil {
+				t.Fatalf("dd: %v", err)
+			}
+			if failcnt := cgroupFailcnt(t, l, c); failcnt == 0 {
+				t.Fatalf("the writer never met the cgroup's limit (failcnt 0): the test shows nothing")
+			}
+			if awaitReport(w, c.Path, 300*time.Millisecond) {
+				t.Errorf("reported with OnlyArmed and no threshold, after a writer met the limit")
+			}
+		})
+	}
+}
+
+// cgroupFailcnt is how often c's charges met its limit: memory.failcnt on
+// v1, memory.events' max on v2.
+func cgroupFailcnt(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) uint64 {
+	t.Helper()
+	if l.Memory.Version == layout.V1 {
+		n, err := ctlfile.ReadUint(filepath.Join(c.Dir, "memory.failcnt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b, err := os.ReadFile(filepath.Join(c.Dir, "memory.events"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(disk, "data"), "bs=1M", "count=128")
-	at, ok := awaitReportAt(w, c.Path, 5*time.Second)
-	if !ok {
-		t.Fatalf("a 128 MiB writer in a 32 MiB cgroup: not reported within 5s")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "max" {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
 	}
-	t.Logf("reported %v after the writer started", at.Sub(start).Round(time.Millisecond))
+	t.Fatalf("no max in %s/memory.events", c.Dir)
+	return 0
 }
 
 func TestWatchCoalescesReportsUntilReceived(t *testing.T) {

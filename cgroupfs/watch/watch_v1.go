@@ -52,7 +52,8 @@ import (
 //     its memory limit, with 77 MiB dirty;
 //   - failcnt changed: a charge hit the limit and limit reclaim ran
 //     (mm/page_counter.c, page_counter_try_charge counts the failure;
-//     try_charge_memcg then reclaims); reported;
+//     try_charge_memcg then reclaims); reported, unless Wake.OnlyArmed,
+//     with which vmpressure is not registered at all;
 //   - neither: a crossing downwards; not reported. So is reclaim that
 //     lowering the limit caused, which the agent itself does.
 //
@@ -115,9 +116,12 @@ func (w *Watcher) armV1(wt *watched, wake host.Wake) error {
 }
 
 // registerV1 registers the eventfd efd for the usage threshold of wake, if
-// it has one, and for vmpressure, in the v1 memory cgroup at dir. The
-// kernel has marked memory.pressure_level deprecated (it logs so once);
-// without the file the watch goes on without vmpressure.
+// it has one, and for vmpressure unless wake.OnlyArmed, in the v1 memory
+// cgroup at dir. The kernel has marked memory.pressure_level deprecated
+// (it logs so once); without the file the watch goes on without
+// vmpressure. A watch with neither registers nothing: its eventfd is
+// never signalled, not even at the cgroup's removal, which the agent,
+// looking at the cgroup anyway, finds then.
 func registerV1(dir string, efd int, wake host.Wake) error {
 	p := filepath.Join(dir, "cgroup.event_control")
 	ctl, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
@@ -129,6 +133,9 @@ func registerV1(dir string, efd int, wake host.Wake) error {
 		if err := registerV1Event(ctl, efd, dir, "memory.usage_in_bytes", strconv.FormatUint(wake.UsageAbove, 10)); err != nil {
 			return err
 		}
+	}
+	if wake.OnlyArmed {
+		return nil
 	}
 	err = registerV1Event(ctl, efd, dir, "memory.pressure_level", "low,local")
 	if errors.Is(err, unix.ENOENT) {
@@ -180,7 +187,7 @@ func (w *Watcher) handleV1(wt *watched) {
 			// check may have counted stock this read no longer shows.
 			th := wt.wake.UsageAbove
 			up := w.over(usage, th) || !wt.above && w.over(usage+w.chargeSlack(), th)
-			if up || failcnt != wt.failcnt {
+			if up || failcnt != wt.failcnt && !wt.wake.OnlyArmed {
 				w.report(wt.cg)
 			}
 			wt.above, wt.failcnt = up, failcnt

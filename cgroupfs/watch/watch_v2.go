@@ -18,7 +18,8 @@ import (
 
 // On cgroup v2 a watch holds up to three open files of the cgroup:
 //
-//   - memory.events.local, polled for EPOLLPRI: kernfs wakes pollers on
+//   - memory.events.local, polled for EPOLLPRI (a change reported unless
+//     Wake.OnlyArmed, as is a PSI event): kernfs wakes pollers on
 //     every change of the file (fs/kernfs/file.c, kernfs_notify), which
 //     the kernel makes on every low, high, max, oom and oom_kill event of
 //     the cgroup (mm/memcontrol.c, memcg_memory_event; rate-limited to one
@@ -288,13 +289,18 @@ func (w *Watcher) handleV2Events(wt *watched) {
 		w.gone(wt, err)
 		return
 	}
-	w.report(wt.cg)
+	if !wt.wake.OnlyArmed {
+		w.report(wt.cg)
+	}
 }
 
 // handleV2PSI acts on a poll event of wt's PSI trigger.
 func (w *Watcher) handleV2PSI(wt *watched, events uint32) {
-	w.report(wt.cg)
-	if events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+	gone := events&(unix.EPOLLERR|unix.EPOLLHUP) != 0
+	if gone || !wt.wake.OnlyArmed {
+		w.report(wt.cg)
+	}
+	if gone {
 		// The trigger is gone, with the cgroup: poll would return this
 		// forever.
 		w.drop(wt)

@@ -19,8 +19,9 @@ type Wake struct {
 	// memcg.NoLimit and 0 are off. Only a Watcher whose host counts the
 	// level (DirtyPath.Levels) honours them.
 	LevelAbove, LevelBelow uint64
-	// OnlyArmed reports the cgroup only at the thresholds above (and
-	// when it is removed): not at reclaim, a memory stall or a
+	// OnlyArmed reports the cgroup only at the thresholds above (and at
+	// its removal where the watch still holds a file that tells, not on
+	// a v1 watch with no threshold): not at reclaim, a memory stall or a
 	// memory.events change in it. The agent sets it for a cgroup it looks
 	// at anyway; a writer at its limit makes reclaim every 2 MiB it
 	// charges (mm/vmpressure.c, vmpressure_win), hundreds of reports a

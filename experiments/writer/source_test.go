@@ -9,8 +9,9 @@ import (
 	"github.com/memcgd/memcgd/experiments/internal/lab"
 )
 
-// Nothing freezes or signals the reader here: /dev/zero fills every read,
-// and the pipe's feeder sends exactly the bytes asked for.
+// Nothing freezes or signals the reader here (TestMain turns the
+// runtime's preemption signal off): /dev/zero fills every read, and the
+// pipe's feeder sends exactly the bytes asked for.
 func TestSourcesDeliverTheSizeAsked(t *testing.T) {
 	const chunk, size = 64 << 10, 4 << 20
 	for _, from := range []string{"zero", "pipe"} {

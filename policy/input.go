@@ -132,7 +132,11 @@ func (in Input) horizon() time.Duration {
 
 // backgroundReclaim reports whether the userspace kswapd (kswapd.go) works
 // for the cgroup: its watermarks are set, it has a limit, and it does not
-// hold the daemon.
+// hold the daemon. A cgroup that holds the daemon is left to the kernel's
+// own reclaim: a v1 reclaim squeezes the hierarchical limit the daemon is
+// charged under, so that its own allocations could fail or OOM in the
+// window; a v2 memory.reclaim runs in the daemon's own write and takes
+// from the daemon's pages too, as long as the kernel needs to find them.
 func (in Input) backgroundReclaim() bool {
 	return !in.Exempt && in.Watermarks.Enabled() && in.Stat.Limit != memcg.NoLimit
 }

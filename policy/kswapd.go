@@ -55,16 +55,7 @@ const ReclaimGranule = 32 * memcg.PageSize
 // nothing is decided on it (the driver looks again at once, timing.go).
 func (c *Controller) kswapd(in Input, free, ahead uint64, d *Decision) (stale bool) {
 	w := in.Watermarks
-	if in.Exempt {
-		// A cgroup that holds the daemon is left to the kernel's own
-		// reclaim: a v1 reclaim squeezes the hierarchical limit the
-		// daemon is charged under, so that its own allocations could
-		// fail or OOM in the window; a v2 memory.reclaim runs in the
-		// daemon's own write and takes from the daemon's pages too, as
-		// long as the kernel needs to find them.
-		w = memcg.Watermarks{}
-	}
-	if !w.Enabled() || in.Stat.Limit == memcg.NoLimit {
+	if !in.backgroundReclaim() {
 		c.reclaiming, c.passReclaimed = false, false
 		return false
 	}

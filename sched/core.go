@@ -323,9 +323,10 @@ func (c *Core) Tick(now time.Time) {
 // tracker a report of an active cgroup is but a hint (a usage watch, a
 // PSI event): its NextLook, derived from its dirtying rate, already
 // bounds what it dirties unseen. With the tracker every report is a
-// threshold the last decision armed for this very moment (an active
-// cgroup's watch reports nothing else: policy.Wake.OnlyArmed), and
-// NextLook is no bound at all; with Config.PacedReportGap, a report of a cgroup whose
+// threshold the last decision armed for this very moment, or, for a
+// cgroup the userspace kswapd works for, reclaim against its limit, the
+// kswapd's cue to run again (policy.Wake.OnlyArmed), and NextLook is no
+// bound at all; with Config.PacedReportGap, a report of a cgroup whose
 // pace limits its tasks waits for the gap's end after its last step.
 func (c *Core) Report(now time.Time, cg host.Cgroup) {
 	c.now = now

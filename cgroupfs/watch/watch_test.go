@@ -421,17 +421,11 @@ func cgroupFailcnt(t *testing.T, l layout.Layout, c *cgrouptest.Cgroup) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "max" {
-			n, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+	var e format.MemoryEvents
+	if err := format.ParseMemoryEvents(b, &e); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no max in %s/memory.events", c.Dir)
-	return 0
+	return e.Max
 }
 
 func TestWatchCoalescesReportsUntilReceived(t *testing.T) {

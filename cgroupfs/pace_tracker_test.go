@@ -1,6 +1,7 @@
 package cgroupfs_test
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,14 +36,17 @@ func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
 	}
 	first := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "first"), "bs=1M", "count=100000")
 	group := paceGroupThreads(l, c)
-	awaitWrites(t, first.Process.Pid)
+	awaitDirtier(t, tr, c, first.Process.Pid)
 	e, err := fs.Pace(ctx, c.Path, time.Millisecond, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.End()
 	if tids, err := journal.ReadTIDs(group); err != nil || !slices.Contains(tids, first.Process.Pid) {
-		t.Fatalf("the pace group holds %v (%v): want the first writer %d", tids, err, first.Process.Pid)
+		ds, derr := tr.Dirtiers(cgroupID(t, c))
+		cgs, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", first.Process.Pid))
+		t.Fatalf("the pace group holds %v (%v): want the first writer %d; the tracker's dirtiers %+v (%v); its cgroups:\n%s",
+			tids, err, first.Process.Pid, ds, derr, cgs)
 	}
 	second := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "second"), "bs=1M", "count=100000")
 	start := time.Now()
@@ -91,14 +95,36 @@ func paceGroupThreads(l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
 	return filepath.Join(l.CPU.Dir(c.Path), journal.PaceGroupName, journal.FileTasksV1)
 }
 
-// awaitWrites waits, up to 10 s, until process pid has dirtied pages.
-func awaitWrites(t *testing.T, pid int) {
+// awaitDirtier waits, up to 10 s, until the tracker names thread tid
+// among c's dirtiers of the last 50 ms. A write that /proc/PID/io counts
+// is not yet one the tracker names: it refreshes a thread's entry every
+// few folios (dirtytrack's Dirtiers), so a pace begun between the two
+// finds no thread to move and leaves it to the episode's follower.
+func awaitDirtier(t *testing.T, tr *dirtytrack.Tracker, c *cgrouptest.Cgroup, tid int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); writeBytes(t, pid) == 0; time.Sleep(time.Millisecond) {
+	id := cgroupID(t, c)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		ds, err := tr.Dirtiers(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(ds, func(d dirtytrack.Dirtier) bool { return d.TID == tid && d.Age <= 50*time.Millisecond }) {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process %d dirtied nothing within 10 s", pid)
+			t.Fatalf("the tracker did not name thread %d among the dirtiers of %s within 10 s: %+v", tid, c.Path, ds)
 		}
 	}
+}
+
+// cgroupID is c's id, as the tracker names it.
+func cgroupID(t *testing.T, c *cgrouptest.Cgroup) uint64 {
+	t.Helper()
+	id, err := dirtytrack.CgroupID(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // writeBytes is process pid's write_bytes (/proc/PID/io).
@@ -143,7 +169,7 @@ func TestFSCountsADirtierItCannotPaceAsUnpaced(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(l.CPU.Dir(inner.Path), "tasks"), []byte(strconv.Itoa(paceable.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-	awaitWrites(t, paceable.Process.Pid)
+	awaitDirtier(t, tr, c, paceable.Process.Pid)
 	e, err := fs.Pace(ctx, c.Path, time.Millisecond, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +183,7 @@ func TestFSCountsADirtierItCannotPaceAsUnpaced(t *testing.T) {
 		t.Errorf("with its one writer paced: Unpaced = %d, %v; want 0, true", n, ok)
 	}
 	escaping := c.Start(t, "dd", "if=/dev/zero", "of="+filepath.Join(dir, "escaping"), "bs=1M", "count=100000")
-	awaitWrites(t, escaping.Process.Pid)
+	awaitDirtier(t, tr, c, escaping.Process.Pid)
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		n, ok := pe.Unpaced()
 		if ok && n == 1 {

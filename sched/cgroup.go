@@ -198,7 +198,8 @@ func (c *Core) startStep(st *cgroup) {
 	st.lookGen++
 	st.stepAt = c.now
 	paths := host.Ancestors(st.cg)
-	p := pendingOp{cg: st, cached: make([]memcg.Stat, len(paths)), fromCache: make([]bool, len(paths))}
+	p := pendingOp{cg: st}
+	p.cached, p.fromCache = c.spare.take(len(paths))
 	var read []host.Cgroup
 	for i, a := range paths {
 		if i < len(paths)-1 {
@@ -229,6 +230,7 @@ const heldReadInterval = 100 * time.Millisecond
 // decision becomes ops and timers.
 func (c *Core) observed(p pendingOp, r Result) {
 	st := p.cg
+	defer c.spare.put(p.cached, p.fromCache)
 	st.stepping = false
 	again, held := st.again, st.held
 	st.again, st.held = false, false
@@ -270,10 +272,11 @@ func (c *Core) observed(p pendingOp, r Result) {
 		}
 		j++
 	}
-	knobs := make([]memcg.Knobs, len(paths))
-	for i, a := range paths {
-		knobs[i] = c.knobs(a)
+	knobs := c.spare.knobs[:0]
+	for _, a := range paths {
+		knobs = append(knobs, c.knobs(a))
 	}
+	c.spare.knobs = knobs
 	s := chain[len(chain)-1]
 	eff := memcg.Resolve(chain, knobs)
 	st.known = true

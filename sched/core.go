@@ -117,10 +117,18 @@ type Core struct {
 	lanes     [LaneCount][]Op
 	inflight  [LaneCount]int
 	observing int
-	// pending are the ops in flight, by ID, with what their results need.
-	pending map[uint64]pendingOp
-	nextID  uint64
-	out     []Op
+	pending   pendingOps // the ops in flight
+	nextID    uint64
+	out       []Op // the ops dispatched, while Ready runs
+	// handed are the slices the last Ready handed out, which the next
+	// one reuses (Ready).
+	handed struct {
+		ops    []Op
+		status []*state.Status
+	}
+
+	// spare holds the arrays of finished steps, for the next ones.
+	spare stepArrays
 
 	// ancestors are readings of ancestors the steps reuse (ancestors.go).
 	ancestors map[host.Cgroup]reading
@@ -201,7 +209,6 @@ func New(cfg Config, now time.Time) *Core {
 		cfg: cfg, policy: cfg.Policy, now: now,
 		cgroups:   map[host.Cgroup]*cgroup{},
 		pacing:    map[host.Cgroup]bool{},
-		pending:   map[uint64]pendingOp{},
 		ancestors: map[host.Cgroup]reading{},
 	}
 	if cfg.Tracker {
@@ -233,7 +240,8 @@ func (c *Core) Capacity(l Lane) int {
 
 // Ready is what the driver must do now, and when to come back.
 type Ready struct {
-	// Ops are the ops to carry out, in order per lane.
+	// Ops are the ops to carry out, in order per lane. Ops and Status
+	// are valid until the next Ready, which reuses their arrays.
 	Ops []Op
 	// Deadline is when to call Tick next, if nothing happens before;
 	// zero when no timer is set.
@@ -261,9 +269,11 @@ func (c *Core) Ready() Ready {
 		c.dry = nil
 		c.Advance(c.now, rs...)
 	}
+	c.out = reuse(c.handed.ops)
 	c.dispatch()
-	r := Ready{Ops: c.out, Deadline: c.deadline(), Removed: c.removed, Logs: c.logs, Scanned: c.scanned}
-	c.out, c.removed, c.logs = nil, nil, nil
+	r := Ready{Ops: c.out, Deadline: c.deadline(), Removed: c.removed, Logs: c.logs, Scanned: c.scanned,
+		Status: reuse(c.handed.status)}
+	c.handed.ops, c.out, c.removed, c.logs = c.out, nil, nil, nil
 	for _, cg := range c.changed {
 		cg.changed = false
 		if !cg.gone {
@@ -271,6 +281,7 @@ func (c *Core) Ready() Ready {
 			cg.shared = true
 		}
 	}
+	c.handed.status = r.Status
 	c.changed = c.changed[:0]
 	if c.stopping {
 		r.Stopped = c.stopped()
@@ -405,7 +416,7 @@ func (c *Core) Stop(now time.Time) {
 			case Freeze, Thaw, Refreeze, End, Pace, SetPace, Unpace:
 				kept = append(kept, op)
 			default:
-				delete(c.pending, op.ID) // never handed out
+				c.pending.take(op.ID) // never handed out
 			}
 		}
 		c.lanes[l] = kept
@@ -439,6 +450,9 @@ func (c *Core) Status() []state.Status {
 // dispatch starts the steps of queued cgroups, as many as Workers allows,
 // then moves ops from the lanes to out as far as their capacity allows.
 func (c *Core) dispatch() {
+	// A queue or lane emptied starts again at the front of its array,
+	// which the next appends reuse.
+	queue := c.queue
 	for len(c.queue) > 0 && c.observing < c.cfg.Workers && !c.stopping {
 		st := c.queue[0]
 		c.queue = c.queue[1:]
@@ -447,15 +461,37 @@ func (c *Core) dispatch() {
 			c.startStep(st)
 		}
 	}
+	if len(c.queue) == 0 {
+		c.queue = reuse(queue)
+	}
 	for l := range LaneCount {
+		lane := c.lanes[l]
 		for len(c.lanes[l]) > 0 && c.inflight[l] < c.Capacity(l) {
 			op := c.lanes[l][0]
 			c.lanes[l] = c.lanes[l][1:]
 			c.inflight[l]++
 			c.out = append(c.out, op)
 		}
+		if len(c.lanes[l]) == 0 {
+			c.lanes[l] = reuse(lane)
+		}
 	}
 }
+
+// reuse returns s emptied, to be appended to again: its array, its
+// elements cleared (those past len(s) were cleared before), or none when
+// it is larger than a busy cgroup's steps need (a first scan queues
+// thousands), so that it does not stay in the heap.
+func reuse[S ~[]E, E any](s S) S {
+	if cap(s) > reusedCap {
+		return nil
+	}
+	clear(s)
+	return s[:0]
+}
+
+// reusedCap is the largest array reuse keeps.
+const reusedCap = 256
 
 // emit queues op on its lane, recording what its result needs.
 func (c *Core) emit(op Op, p pendingOp) {
@@ -464,11 +500,11 @@ func (c *Core) emit(op Op, p pendingOp) {
 	p.op = op
 	if c.cfg.DryRun && op.Kind.Changes() {
 		p.dry = true
-		c.pending[op.ID] = p
+		c.pending.put(p)
 		c.dry = append(c.dry, c.dryRun(op))
 		return
 	}
-	c.pending[op.ID] = p
+	c.pending.put(p)
 	l := op.Kind.Lane()
 	c.lanes[l] = append(c.lanes[l], op)
 }
@@ -477,24 +513,23 @@ func (c *Core) emit(op Op, p pendingOp) {
 // due before any read.
 func (c *Core) emitFirst(op Op, p pendingOp) {
 	c.emit(op, p)
-	if c.pending[c.nextID].dry {
+	if c.pending.get(c.nextID).dry {
 		return
 	}
 	l := op.Kind.Lane()
 	q := c.lanes[l]
 	copy(q[1:], q[:len(q)-1])
-	q[0] = c.pending[c.nextID].op
+	q[0] = c.pending.get(c.nextID).op
 }
 
 // Advance takes the results of ops Ready handed out, at now.
 func (c *Core) Advance(now time.Time, results ...Result) {
 	c.now = now
 	for _, r := range results {
-		p, ok := c.pending[r.Op.ID]
+		p, ok := c.pending.take(r.Op.ID)
 		if !ok {
 			continue // not ours, or reported twice
 		}
-		delete(c.pending, r.Op.ID)
 		l := p.op.Kind.Lane()
 		if !p.dry {
 			c.inflight[l]--

@@ -26,11 +26,17 @@ type executor struct {
 	inflight map[uint64]inflightOp // loop only
 	// deadline is what the timer was last set for (ready), loop only.
 	deadline time.Time
+	// taken and done are the arrays of the results advance and ready
+	// hand to the Core, reused: loop only.
+	taken, done []sched.Result
 }
 
-// inflightOp is an op handed to a worker, for the shutdown report.
+// inflightOp is an op handed to a worker, for the shutdown report: what
+// it names only, as a map keeps an element of this size inline, and a
+// whole Op would be allocated per op.
 type inflightOp struct {
-	op    sched.Op
+	kind  sched.Kind
+	cg    host.Cgroup
 	since time.Time
 }
 
@@ -73,19 +79,21 @@ func (x *executor) ready(ctx context.Context, timer *time.Timer) {
 		rd = x.core.Ready()
 		x.publish(ctx, rd)
 		now := time.Now()
-		var done []sched.Result
+		done := x.done[:0]
 		for _, op := range rd.Ops {
 			if inline(op.Kind) {
 				done = append(done, x.measured(ctx, op))
 				continue
 			}
-			x.inflight[op.ID] = inflightOp{op, now}
+			x.inflight[op.ID] = inflightOp{op.Kind, op.Cgroup, now}
 			x.lanes[op.Kind.Lane()] <- op
 		}
 		if len(done) == 0 {
 			break
 		}
 		x.core.Advance(time.Now(), done...)
+		clear(done) // keeps no result's readings alive
+		x.done = done[:0]
 	}
 	timer.Stop()
 	if x.deadline = rd.Deadline; !rd.Deadline.IsZero() {
@@ -124,7 +132,7 @@ func (x *executor) publish(ctx context.Context, rd sched.Ready) {
 
 // advance takes a result, and any others waiting.
 func (x *executor) advance(r sched.Result) {
-	rs := []sched.Result{r}
+	rs := append(x.taken[:0], r)
 	for more := true; more; {
 		select {
 		case r := <-x.results:
@@ -137,6 +145,8 @@ func (x *executor) advance(r sched.Result) {
 		delete(x.inflight, r.Op.ID)
 	}
 	x.core.Advance(time.Now(), rs...)
+	clear(rs) // keeps no result's readings alive
+	x.taken = rs[:0]
 }
 
 // stop ends the Core's work: the episodes are ended (thawed) by their End
@@ -151,7 +161,7 @@ func (x *executor) stop(ctx context.Context) error {
 		rd := x.core.Ready()
 		x.publish(ctx, rd)
 		for _, op := range rd.Ops {
-			x.inflight[op.ID] = inflightOp{op, time.Now()}
+			x.inflight[op.ID] = inflightOp{op.Kind, op.Cgroup, time.Now()}
 			x.lanes[op.Kind.Lane()] <- op
 		}
 		if rd.Stopped && len(x.inflight) == 0 {
@@ -179,7 +189,7 @@ func (x *executor) describeInflight(now time.Time) []string {
 	slices.SortFunc(ops, func(a, b inflightOp) int { return a.since.Compare(b.since) })
 	out := make([]string, len(ops))
 	for i, o := range ops {
-		out[i] = fmt.Sprintf("%s %s for %v", o.op.Kind, o.op.Cgroup, now.Sub(o.since).Round(time.Millisecond))
+		out[i] = fmt.Sprintf("%s %s for %v", o.kind, o.cg, now.Sub(o.since).Round(time.Millisecond))
 	}
 	return out
 }

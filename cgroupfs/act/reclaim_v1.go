@@ -69,6 +69,8 @@ func squeezeV1(ctx context.Context, dir string, n, observed uint64, j *journal.J
 	if n = remaining(n, observed, before); n == 0 {
 		return 0, nil
 	}
+	// The squeeze's steps read memory.stat into one buffer (squeezeRoom).
+	var buf []byte
 	floor := alignUp(before-min(n, before), ctlfile.PageSize)
 	lowest := strconv.FormatUint(floor, 10)
 
@@ -92,7 +94,7 @@ func squeezeV1(ctx context.Context, dir string, n, observed uint64, j *journal.J
 			break
 		}
 		var room uint64
-		if room, refused, err = squeezeRoom(dir); err != nil || refused != nil {
+		if room, refused, err = squeezeRoom(dir, &buf); err != nil || refused != nil {
 			break
 		}
 		step := min(u-floor, ReclaimChunk, room, n-asked) &^ (ctlfile.PageSize - 1)
@@ -182,15 +184,19 @@ func squeezable(dir string) error {
 // cgroup's reclaimable file pages (inactive_file + active_file, less dirty
 // and writeback pages, which reclaim cannot drop at once) divided by
 // squeezeMargin, and at most what leaves squeezeReserve of them. It refuses (refused) a cgroup in OOM or with the OOM
-// killer disabled, whose tasks a lowered limit would hang.
-func squeezeRoom(dir string) (room uint64, refused, err error) {
+// killer disabled, whose tasks a lowered limit would hang. It reads into
+// *buf, made at its first call.
+func squeezeRoom(dir string, buf *[]byte) (room uint64, refused, err error) {
+	if len(*buf) == 0 {
+		*buf = make([]byte, 1024) // v1 memory.stat: under 1 KiB on 6.18, grown if longer
+	}
 	p := filepath.Join(dir, "memory.oom_control")
-	s, err := ctlfile.Read(p)
+	b, err := ctlfile.ReadInto(p, buf)
 	if err != nil {
 		return 0, nil, err
 	}
 	var oc format.MemoryOOMControl
-	if err := format.ParseMemoryOOMControl([]byte(s), &oc); err != nil {
+	if err := format.ParseMemoryOOMControl(b, &oc); err != nil {
 		return 0, nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	switch {
@@ -200,11 +206,11 @@ func squeezeRoom(dir string) (room uint64, refused, err error) {
 		return 0, fmt.Errorf("%s: oom_kill_disable", dir), nil
 	}
 	p = filepath.Join(dir, "memory.stat")
-	if s, err = ctlfile.Read(p); err != nil {
+	if b, err = ctlfile.ReadInto(p, buf); err != nil {
 		return 0, nil, err
 	}
 	var st format.MemoryStatV1
-	if err := format.ParseMemoryStatV1([]byte(s), &st); err != nil {
+	if err := format.ParseMemoryStatV1(b, &st); err != nil {
 		return 0, nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	c := st.Local // a leaf: its own pages are all its pages

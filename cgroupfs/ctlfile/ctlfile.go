@@ -32,19 +32,52 @@ import (
 // runtime's poller and unregisters it at close, seven calls for one read
 // where four do. The v1 squeeze reads several per step, at hundreds of
 // steps a second for a fast writer.
+//
+// Most control files are a line: it reads into a buffer on the stack, and
+// only a file longer than that (memory.stat, 1-3 KiB) again from the start
+// into one on the heap.
 func Read(p string) (string, error) {
 	fd, err := OpenRead(append([]byte(p), 0))
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", p, Vanished(err))
 	}
 	defer unix.Close(fd)
-	var buf [512]byte // most control files are a line; memory.stat is 1-2 KiB
-	b := buf[:]
-	out, err := PreadAll(fd, &b)
+	var small [256]byte
+	for n := 0; n < len(small); {
+		m, err := unix.Pread(fd, small[n:], int64(n))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return "", fmt.Errorf("read %s: %w", p, Vanished(err))
+		case m == 0:
+			return strings.TrimSuffix(string(small[:n]), "\n"), nil
+		}
+		n += m
+	}
+	buf := make([]byte, 4*len(small))
+	out, err := PreadAll(fd, &buf)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", p, Vanished(err))
 	}
 	return strings.TrimSuffix(string(out), "\n"), nil
+}
+
+// ReadInto reads a cgroupfs control file whole into *buf, growing it as
+// needed, and returns its content, trailing newline included: Read for a
+// caller that parses the bytes and reads again into the same buffer. A
+// missing cgroup is host.ErrVanished.
+func ReadInto(p string, buf *[]byte) ([]byte, error) {
+	fd, err := OpenRead(append([]byte(p), 0))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, Vanished(err))
+	}
+	defer unix.Close(fd)
+	out, err := PreadAll(fd, buf)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, Vanished(err))
+	}
+	return out, nil
 }
 
 // PreadAll reads fd from offset 0 into *buf, growing it as needed, and
@@ -101,24 +134,41 @@ func PreadRecord(fd int, buf *[]byte) ([]byte, error) {
 
 // ReadUint reads a single-number control file such as memory.current.
 func ReadUint(p string) (uint64, error) {
-	s, err := Read(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := format.ParseUint([]byte(s))
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	return v, nil
+	return readNumber(p, false)
 }
 
 // ReadLimit reads a limit file: a number of bytes or "max".
 func ReadLimit(p string) (uint64, error) {
-	s, err := Read(p)
+	return readNumber(p, true)
+}
+
+// readNumber reads a control file of one number, at most 31 bytes long: a
+// limit ("max" allowed) or not. The buffer stays on the stack (the
+// parsers are called directly, not through a func value, which would move
+// it to the heap): a squeeze reads usage several times a step.
+func readNumber(p string, limit bool) (uint64, error) {
+	fd, err := OpenRead(append([]byte(p), 0))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read %s: %w", p, Vanished(err))
 	}
-	v, err := format.ParseLimit([]byte(s))
+	defer unix.Close(fd)
+	var buf [32]byte
+	n, err := unix.Pread(fd, buf[:], 0)
+	for err == unix.EINTR {
+		n, err = unix.Pread(fd, buf[:], 0)
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read %s: %w", p, Vanished(err))
+	case n == len(buf):
+		return 0, fmt.Errorf("read %s: more than %d bytes: want one number", p, len(buf)-1)
+	}
+	var v uint64
+	if limit {
+		v, err = format.ParseLimit(buf[:n])
+	} else {
+		v, err = format.ParseUint(buf[:n])
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", p, err)
 	}

@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/memcg"
 	"golang.org/x/sys/unix"
 )
 
@@ -128,5 +131,73 @@ func TestPreadRecordReadsTheWholeFile(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// ReadUint and ReadLimit read a file of one number, and say which file
+// and what was wrong with it otherwise. A missing file is
+// host.ErrVanished. (The files here are plain ones: the reads are the
+// same on cgroupfs, which every real-kernel test reads through them.)
+func TestReadNumberFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		limit         bool
+		want          uint64
+		err           string // a part of the error; "" for none
+	}{
+		{name: "usage", content: "104857600\n", want: 100 << 20},
+		{name: "no newline", content: "7", want: 7},
+		{name: "limit max", content: "max\n", limit: true, want: memcg.NoLimit},
+		{name: "v1 no limit", content: "9223372036854771712\n", limit: true, want: memcg.NoLimit},
+		{name: "limit", content: "1048576\n", limit: true, want: 1 << 20},
+		{name: "max is no number", content: "max\n", err: `value "max": not a decimal digit`},
+		{name: "empty", content: "", err: "empty"},
+		{name: "too long", content: strings.Repeat("1", 40) + "\n", err: "more than 31 bytes: want one number"},
+		{name: "overflow", content: "18446744073709551616\n", err: "out of range for uint64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			read := ctlfile.ReadUint
+			if tc.limit {
+				read = ctlfile.ReadLimit
+			}
+			got, err := read(p)
+			switch {
+			case tc.err == "" && (err != nil || got != tc.want):
+				t.Errorf("read %q = %d, %v; want %d", tc.content, got, err, tc.want)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), p)):
+				t.Errorf("read %q = %d, %v; want an error naming %s and saying %q", tc.content, got, err, p, tc.err)
+			}
+		})
+	}
+	if _, err := ctlfile.ReadUint(filepath.Join(dir, "gone")); !errors.Is(err, host.ErrVanished) {
+		t.Errorf("a missing file: %v, want host.ErrVanished", err)
+	}
+}
+
+// Read returns a file whole without its trailing newline, whether it fits
+// the buffer on the stack or not.
+func TestReadReturnsTheWholeFile(t *testing.T) {
+	dir := t.TempDir()
+	line := func(n int) string { return strings.Repeat("x", n-1) + "\n" }
+	for _, content := range []string{
+		"", "0\n", "max", line(255), line(256), line(257),
+		strings.Repeat(line(40), 100), // memory.stat's size: many lines
+	} {
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ctlfile.Read(p)
+		if want := strings.TrimSuffix(content, "\n"); err != nil || got != want {
+			t.Errorf("Read of %d bytes = %d bytes, %v; want %d bytes", len(content), len(got), err, len(want))
+		}
+	}
+	if _, err := ctlfile.Read(filepath.Join(dir, "gone")); !errors.Is(err, host.ErrVanished) {
+		t.Errorf("a missing file: %v, want host.ErrVanished", err)
 	}
 }

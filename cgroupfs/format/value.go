@@ -29,7 +29,7 @@ func ParseUint(b []byte) (uint64, error) {
 	b = trimNewline(b)
 	v, err := parseUint(b)
 	if err != nil {
-		return 0, fmt.Errorf("value %q: %w; want a decimal number", b, err)
+		return 0, fmt.Errorf("value %q: %w; want a decimal number", string(b), err) // a copy: b stays the caller's
 	}
 	return v, nil
 }
@@ -44,7 +44,7 @@ func ParseLimit(b []byte) (uint64, error) {
 	}
 	v, err := parseUint(b)
 	if err != nil {
-		return 0, fmt.Errorf("limit %q: %w; want \"max\" or a decimal number of bytes", b, err)
+		return 0, fmt.Errorf("limit %q: %w; want \"max\" or a decimal number of bytes", string(b), err) // a copy: b stays the caller's
 	}
 	if v >= v1Unlimited {
 		return memcg.NoLimit, nil

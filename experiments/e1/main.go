@@ -381,6 +381,8 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
 	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd steps (looks at a cgroup) during the writer's run, a second", "%.0f", func(a arm) float64 { return a.daemon.StepRate() })
+	num("memcgd: garbage collections a second during the writer's run", "%.1f", func(a arm) float64 { return a.daemon.GCRate() })
+	num("memcgd: bytes allocated per step during the writer's run", "%.0f", func(a arm) float64 { return a.daemon.AllocatedPerStep() })
 	num("memcgd: its loop's wake-ups for its timers during the writer's run", "%.0f", func(a arm) float64 { return a.daemon.TimerWakeUps() })
 	num("  how late they came, p50 (ms; memcgd_timer_lateness_seconds)", "%.2f", func(a arm) float64 { return a.daemon.LateP50() })
 	num("  p99 (ms)", "%.2f", func(a arm) float64 { return a.daemon.LateP99() })

@@ -153,6 +153,23 @@ type DaemonResult struct {
 	// Late is how late its loop woke for its timers in that interval
 	// (memcgd_timer_lateness_seconds); N −1 when not measured.
 	Late Lateness
+	// GCs is how many garbage collections a second its Go runtime ran
+	// in that interval, and AllocPerStep the bytes it allocated per step
+	// (go_gc_duration_seconds_count, go_memstats_alloc_bytes_total);
+	// −1 when not measured.
+	GCs, AllocPerStep float64
+}
+
+// GCRate and AllocatedPerStep are GCs and AllocPerStep, NaN (printed
+// n/a) when not measured.
+func (r DaemonResult) GCRate() float64           { return measured(r.GCs) }
+func (r DaemonResult) AllocatedPerStep() float64 { return measured(r.AllocPerStep) }
+
+func measured(v float64) float64 {
+	if v < 0 {
+		return math.NaN()
+	}
+	return v
 }
 
 // TimerWakeUps, LateP50 and LateP99 are Late's count and percentiles in
@@ -211,9 +228,10 @@ func (r DaemonResult) Tracker() string {
 // workload (DaemonResult.Busy) is measured from d.BusyStart to d.BusyEnd.
 func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult, error) {
 	if d == nil {
-		return DaemonResult{Busy: -1, KernelWork: -1, Steps: -1, Late: Lateness{N: -1}}, nil
+		return DaemonResult{Busy: -1, KernelWork: -1, Steps: -1, Late: Lateness{N: -1}, GCs: -1, AllocPerStep: -1}, nil
 	}
 	busy, work, steps, late := d.busy(), d.kernelWork(), d.stepRate(), lateness(d.busyFrom.late, d.busyTo.late)
+	gcs, alloc := d.runtimeRates()
 	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
@@ -226,5 +244,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
 	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
-		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps, Late: late}, nil
+		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps, Late: late, GCs: gcs, AllocPerStep: alloc}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,16 +108,23 @@ type busyMark struct {
 	// outside the interval; nil if unread.
 	calls, counts map[string]float64
 	late          map[float64]float64
+	// runtime is its Go runtime's counters (runtimeFamilies) by name;
+	// nil if unread.
+	runtime map[string]float64
 }
+
+// runtimeFamilies are the Go runtime's counters busyMark reads: garbage
+// collections, and bytes allocated.
+var runtimeFamilies = []string{"go_gc_duration_seconds_count", "go_memstats_alloc_bytes_total"}
 
 // BusyStart marks the start of the workload whose daemon CPU use EndArm
 // reports (DaemonResult.Busy); BusyEnd marks its end. Both do nothing on
 // a nil Daemon (the stock arm). A failed reading leaves Busy unmeasured.
 func (d *Daemon) BusyStart() {
 	if d != nil {
-		calls, counts, late := d.scrape()
+		calls, counts, late, rt := d.scrape()
 		d.busyFrom = d.mark()
-		d.busyFrom.calls, d.busyFrom.counts, d.busyFrom.late = calls, counts, late
+		d.busyFrom.calls, d.busyFrom.counts, d.busyFrom.late, d.busyFrom.runtime = calls, counts, late, rt
 	}
 }
 
@@ -124,23 +132,58 @@ func (d *Daemon) BusyStart() {
 func (d *Daemon) BusyEnd() {
 	if d != nil {
 		d.busyTo = d.mark()
-		d.busyTo.calls, d.busyTo.counts, d.busyTo.late = d.scrape()
+		d.busyTo.calls, d.busyTo.counts, d.busyTo.late, d.busyTo.runtime = d.scrape()
 	}
 }
 
 // scrape reads the daemon's CPU time in host calls, and how many it made,
-// by call, and its loop's timer lateness, from its metrics
-// (memcgd_host_call_cpu_seconds_total, memcgd_host_calls_total,
-// memcgd_timer_lateness_seconds); nil if unread.
-func (d *Daemon) scrape() (cpu, counts map[string]float64, late map[float64]float64) {
+// by call, its loop's timer lateness, and its Go runtime's counters,
+// from its metrics (memcgd_host_call_cpu_seconds_total,
+// memcgd_host_calls_total, memcgd_timer_lateness_seconds,
+// runtimeFamilies); nil if unread.
+func (d *Daemon) scrape() (cpu, counts map[string]float64, late map[float64]float64, runtime map[string]float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	text, err := d.Metrics(ctx)
 	if err != nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	return parseByCall(text, "memcgd_host_call_cpu_seconds_total"), parseByCall(text, "memcgd_host_calls_total"),
-		parseBuckets(text, "memcgd_timer_lateness_seconds")
+		parseBuckets(text, "memcgd_timer_lateness_seconds"), parseUnlabelled(text, runtimeFamilies)
+}
+
+// parseUnlabelled takes the samples of families without labels from a
+// metrics page, by family.
+func parseUnlabelled(text string, families []string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !slices.Contains(families, name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// runtimeRates are the daemon's garbage collections a second and bytes
+// allocated per step between BusyStart and BusyEnd, −1 when unread.
+func (d *Daemon) runtimeRates() (gcs, allocPerStep float64) {
+	from, to := d.busyFrom, d.busyTo
+	gcs, allocPerStep = -1, -1
+	if from.runtime == nil || to.runtime == nil || !to.at.After(from.at) {
+		return gcs, allocPerStep
+	}
+	if n0, ok := from.runtime["go_gc_duration_seconds_count"]; ok {
+		gcs = (to.runtime["go_gc_duration_seconds_count"] - n0) / to.at.Sub(from.at).Seconds()
+	}
+	steps := to.counts["observe"] - from.counts["observe"]
+	if a0, ok := from.runtime["go_memstats_alloc_bytes_total"]; ok && steps > 0 {
+		allocPerStep = (to.runtime["go_memstats_alloc_bytes_total"] - a0) / steps
+	}
+	return gcs, allocPerStep
 }
 
 // parseByCall takes family{call="..."} from a metrics page, by call.

@@ -109,3 +109,19 @@ memcgd_cgroup_dirty_bytes{cgroup="/a"} 7
 		t.Errorf("parseByCall of the counts = %v, want observe 3400 alone", got)
 	}
 }
+
+func TestParseUnlabelled(t *testing.T) {
+	text := `# HELP go_gc_duration_seconds A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0.5"} 0.0001
+go_gc_duration_seconds_sum 0.02
+go_gc_duration_seconds_count 42
+go_memstats_alloc_bytes 3.5e+06
+go_memstats_alloc_bytes_total 1.2345e+08
+go_memstats_alloc_bytes_total_other 9
+`
+	got := parseUnlabelled(text, runtimeFamilies)
+	if len(got) != 2 || got["go_gc_duration_seconds_count"] != 42 || got["go_memstats_alloc_bytes_total"] != 1.2345e8 {
+		t.Errorf("parseUnlabelled = %v, want the GC count 42 and 1.2345e8 bytes allocated, nothing else", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -257,6 +258,13 @@ func run(ctx context.Context, f *runFlags) error {
 		return err
 	}
 	logMissingCapabilities(log, f.procRoot)
+	if os.Getenv("GOGC") == "" {
+		// A daemon over thousands of idle cgroups holds their state,
+		// and the default goal lets its heap grow to twice that; a busy
+		// cgroup's steps leave little garbage, so a lower goal costs
+		// them few collections (docs/lab/2026-12-04-allocations.md).
+		debug.SetGCPercent(75)
+	}
 	logSchedSlice(log, f.schedSlice)
 	raiseProcs(log, f.workers)
 	if f.goTrace != "" {

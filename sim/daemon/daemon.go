@@ -220,6 +220,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 	case sched.Forget:
 		if m, err := h.id(op.Cgroup); err == nil {
 			d.k.Watch(m, memcg.NoLimit, memcg.NoLimit)
+			d.k.WatchReclaim(m, false)
 		}
 	}
 	r.At = h.Now()
@@ -227,7 +228,7 @@ func (d *Daemon) do(op sched.Op) sched.Result {
 }
 
 // watch arms the kernel's thresholds for cg, the dirtied one only with
-// the tracker.
+// the tracker, and its reports of limit reclaim unless w.OnlyArmed.
 func (d *Daemon) watch(cg host.Cgroup, w host.Wake) error {
 	m, err := d.H.id(cg)
 	if err != nil {
@@ -238,6 +239,7 @@ func (d *Daemon) watch(cg host.Cgroup, w host.Wake) error {
 		dirtied = w.DirtiedAbove
 	}
 	d.k.Watch(m, w.UsageAbove, dirtied)
+	d.k.WatchReclaim(m, !w.OnlyArmed)
 	return nil
 }
 

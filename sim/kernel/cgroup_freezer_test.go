@@ -60,3 +60,55 @@ func TestWatchReportsOnce(t *testing.T) {
 		t.Errorf("usage watch: %d reports, want 1", len(got))
 	}
 }
+
+// A watcher of limit reclaim hears of it as memcgd's watch does: on v1
+// once per vmpressure window of pages scanned, on v2 once per change of
+// memory.events.local the kernel notifies, at most every 10 ms; and not
+// at all when it did not ask.
+func TestWatchReclaimReportsLimitReclaim(t *testing.T) {
+	const run = 500 * Millisecond
+	for _, tc := range []struct {
+		name  string
+		v     int
+		armed bool
+	}{
+		{"v1, armed", 1, true},
+		{"v2, armed", 2, true},
+		{"v1, not armed", 1, false},
+		{"v2, not armed", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := testKernel(t, tc.v, Options{})
+			m := k.NewMemcg(0, "/w", 16<<20, -1)
+			k.NewTask("w", m, &seqWriter{ino: int64(k.NewInode(0)), pages: 1 << 20, block: 256}, 0)
+			reports := 0
+			k.SetWatchHook(func(k *Kernel, c int32) {
+				if c != m {
+					t.Errorf("a report for cgroup %d, want %d", c, m)
+				}
+				reports++
+			})
+			k.WatchReclaim(m, tc.armed)
+			k.Advance(run)
+			scanned, maxEvents := k.memcgs[m].hev[mePgscanDirect], k.memcgs[m].ev[meEventsMax]
+			if maxEvents == 0 {
+				t.Fatal("the writer never met its limit: the case is not exercised")
+			}
+			var lo, hi int64
+			switch {
+			case !tc.armed:
+			case tc.v == 1:
+				// Each report takes a window or more: what one reclaim
+				// scanned past it is dropped with the rest, as
+				// vmpressure_work_fn zeroes tree_scanned.
+				lo, hi = scanned/(4*vmpressureWin), scanned/vmpressureWin
+			default:
+				lo, hi = 1, min(maxEvents, int64(run/cgroupFileNotifyInterval)+1)
+			}
+			if n := int64(reports); n < lo || n > hi || n != k.ReclaimReports() {
+				t.Errorf("%d reports (%d counted) for %d pages scanned in %d limit reclaims over %v: want %d to %d",
+					reports, k.ReclaimReports(), scanned, maxEvents, run, lo, hi)
+			}
+		})
+	}
+}

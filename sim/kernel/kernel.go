@@ -86,7 +86,9 @@ type Kernel struct {
 	timers  []timer
 	// thresholds armed (memcontrol_threshold.go), and the hook they call.
 	watches int
-	onWatch func(k *Kernel, m int32)
+	// reclaimReports counts the reports of limit reclaim (WatchReclaim).
+	reclaimReports int64
+	onWatch        func(k *Kernel, m int32)
 
 	// Events counts processed events.
 	Events int64

@@ -101,6 +101,12 @@ type Memcg struct {
 	// (memcontrol_threshold.go), noLimit when off.
 	watchUsage, watchDirtied int64
 	usageBelow               bool // usage was at or below watchUsage since armed
+	// watchReclaim says a watcher hears of reclaim against the cgroup's
+	// own limit; reclaimScanned is what that reclaim scanned since the
+	// last report (v1), reclaimNext when the next may come (v2).
+	watchReclaim   bool
+	reclaimScanned int64
+	reclaimNext    Time
 	// frozen is cgroup.freeze (v2) or freezer.state FROZEN (v1), held
 	// until thawed (cgroup_freezer.go).
 	frozen bool
@@ -239,6 +245,7 @@ func (k *Kernel) tryChargeMemcg(t *Task, m int32, n int64) bool {
 		k.countEvent(over, meEventsMax, 1)
 		sc := scanControl{nrToReclaim: max(n, SwapClusterMax), target: over, task: t}
 		k.limitReclaim(t, over, &sc)
+		k.reclaimReport(over, sc.nrScanned)
 		reclaimed := sc.nrReclaimed
 		if sc.mustSleep() {
 			k.sleepReclaim(t, &sc)

@@ -35,6 +35,62 @@ func (k *Kernel) Watch(m int32, usageAbove, dirtiedAbove uint64) {
 	}
 }
 
+// WatchReclaim arms, or not, m's report of reclaim against its own limit,
+// as memcgd's watch hears of it unless host.Wake.OnlyArmed: on v1 the
+// "low,local" vmpressure event of the cgroup, signalled each time its
+// reclaim has scanned a window of vmpressureWin pages (mm/vmpressure.c,
+// vmpressure, vmpressure_work_fn), which the watch confirms by a change
+// of memory.failcnt (a charge failed: here every limit reclaim follows
+// one); on v2 a change of memory.events.local, whose "max" the kernel
+// counts at each limit reclaim (mm/memcontrol.c, try_charge_memcg,
+// memcg_memory_event) and notifies at most once per
+// cgroupFileNotifyInterval (kernel/cgroup/cgroup.c, cgroup_file_notify).
+// The report stays armed until WatchReclaim turns it off.
+func (k *Kernel) WatchReclaim(m int32, on bool) {
+	c := &k.memcgs[m]
+	if c.watchReclaim != on {
+		c.watchReclaim, c.reclaimScanned, c.reclaimNext = on, 0, 0
+	}
+}
+
+const (
+	// vmpressureWin is vmpressure_win: SWAP_CLUSTER_MAX * 16 pages.
+	vmpressureWin = SwapClusterMax * 16
+	// cgroupFileNotifyInterval is CGROUP_FILE_NOTIFY_MIN_INTV, HZ/100.
+	// The kernel defers a notification that comes sooner to the end of
+	// the interval; here it is dropped, and the next limit reclaim after
+	// the interval reports, which for a cgroup at its limit comes within
+	// the same interval.
+	cgroupFileNotifyInterval = 10 * Millisecond
+)
+
+// reclaimReport tells the watcher of m's limit reclaim, if armed, of one
+// that scanned scanned pages.
+func (k *Kernel) reclaimReport(m int32, scanned int64) {
+	c := &k.memcgs[m]
+	if !c.watchReclaim || k.onWatch == nil {
+		return
+	}
+	if k.cfg.CgroupVersion == 1 {
+		c.reclaimScanned += scanned
+		if c.reclaimScanned < vmpressureWin {
+			return
+		}
+		c.reclaimScanned = 0
+	} else {
+		if k.now < c.reclaimNext {
+			return
+		}
+		c.reclaimNext = k.now + cgroupFileNotifyInterval
+	}
+	k.reclaimReports++
+	k.onWatch(k, m)
+}
+
+// ReclaimReports is how many reports of limit reclaim reached the
+// watcher.
+func (k *Kernel) ReclaimReports() int64 { return k.reclaimReports }
+
 // bytesToWatch is a byte threshold in pages: crossed once the page count
 // is above it. noLimit is off.
 func bytesToWatch(b uint64) int64 {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/internal/stall"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -73,7 +74,7 @@ type arm struct {
 	disk          lab.DiskActivity // the device during the write phase
 	limit         uint64           // the limit the lab set
 	hostCPU       time.Duration    // the host's busy CPU time during the write phase (lab.HostCPU)
-	stalls        lab.Stalls       // the machine's stalls during the write phase (lab.StallProbe)
+	stalls        stall.Stalls     // the machine's stalls during the write phase (stall.Probe)
 }
 
 func (e experiment) run(ctx context.Context, b *lab.Bench) error {
@@ -228,7 +229,7 @@ func (e experiment) arm(ctx context.Context, b *lab.Bench, name string, rate uin
 	if with.SelfPaced {
 		w.Budget = e.budget()
 	}
-	probe, err := lab.StartStallProbe()
+	probe, err := stall.Start()
 	if err != nil {
 		return a, err
 	}

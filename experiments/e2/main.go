@@ -33,6 +33,7 @@ import (
 
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/internal/stall"
 	"github.com/memcgd/memcgd/memcg"
 )
 
@@ -145,8 +146,8 @@ type sample struct {
 	// dirty_bytes, the cgroup running, to its next freeze.
 	late lab.Series
 	// stalls are the machine's stalls during the writer's run
-	// (lab.StallProbe).
-	stalls lab.Stalls
+	// (stall.Probe).
+	stalls stall.Stalls
 	res    lab.WriterResult
 	daemon lab.DaemonResult
 }
@@ -324,7 +325,7 @@ func (e experiment) limitRun(ctx context.Context, b *lab.Bench, name string, rat
 		return s, err
 	}
 	w := lab.Writer{Bin: b.Writer, File: b.File("e2-" + name), Size: uint64(e.size), Chunk: uint64(e.chunk), Rate: rate}
-	probe, err := lab.StartStallProbe()
+	probe, err := stall.Start()
 	if err != nil {
 		return s, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memcgd/memcgd/experiments/internal/lab"
+	"github.com/memcgd/memcgd/internal/stall"
 )
 
 // The names of the sampled tasks.
@@ -43,8 +44,8 @@ type victims struct {
 	journal0, journal1 lab.JournalStats
 	jbd2               lab.SchedStat
 	// stalls are the machine's over the victims' window
-	// (lab.StallProbe): a stall delays every victim, whoever caused it.
-	stalls lab.Stalls
+	// (stall.Probe): a stall delays every victim, whoever caused it.
+	stalls stall.Stalls
 }
 
 // result is what one arm measured.
@@ -130,7 +131,7 @@ type running struct {
 	lab             *lab.Lab
 	psiSync, psiBg  lab.Pressure
 	disk            lab.DiskMark
-	probe           *lab.StallProbe
+	probe           *stall.Probe
 	journal         lab.JournalStats
 	jbd2            lab.SchedStat
 }
@@ -172,7 +173,7 @@ func (e experiment) startVictims(ctx context.Context, b *lab.Bench, env armEnv, 
 		return nil, err
 	}
 	r.disk = b.Disk()
-	if r.probe, err = lab.StartStallProbe(); err != nil {
+	if r.probe, err = stall.Start(); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
+	"github.com/memcgd/memcgd/internal/stall"
 	"github.com/memcgd/memcgd/internal/stats"
 )
 
@@ -153,7 +154,8 @@ func firstLine(s string) string {
 // taken of the lateness not spent waiting for a CPU (the thread's
 // run_delay), which a freeze or a throttle of the sleeper adds and a busy
 // shared machine's CPU contention does not; E4 measures the lateness
-// whole, on a quiet machine, against its 10 ms target.
+// whole, on a quiet machine, against its 10 ms target. A pair measured
+// while the whole machine stalled is measured again.
 func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	l := cgrouptest.Layout(t)
 	paceableHost(t, l)
@@ -194,8 +196,30 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	pct := func(sorted []int64, p float64) time.Duration {
 		return time.Duration(stats.Percentile(sorted, p)) * time.Microsecond
 	}
-	base, baseStopped := lateness(stock)
-	paced, pacedStopped := lateness(w)
+	// A stall of the whole machine (internal/stall: a VM its host stops)
+	// delays every task at once, paced or not: a pair of measurements
+	// during which one came says nothing of the pace and is taken again,
+	// up to three times, and then judged as it is.
+	var base, baseStopped, paced, pacedStopped []int64
+	for try := 1; ; try++ {
+		probe, err := stall.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, baseStopped = lateness(stock)
+		paced, pacedStopped = lateness(w)
+		stalls, err := probe.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stalls.Count == 0 {
+			break
+		}
+		t.Logf("try %d: the machine stalled %d times, %v in all, the longest %v", try, stalls.Count, stalls.Total, stalls.Max)
+		if try == 3 {
+			break
+		}
+	}
 	st := d.stat(w.Path)
 	t.Logf("sleeper lateness p99 %v max %v, not waiting for a CPU max %v, beside a paced writer (%d paces, %d freezes); stock p99 %v max %v, %v",
 		pct(paced, 99), pct(paced, 100), pct(pacedStopped, 100), st["throttle_paces"], st["throttle_pauses"], pct(base, 99), pct(base, 100), pct(baseStopped, 100))

@@ -1,4 +1,9 @@
-package lab
+// Package stall detects the machine stopping as a whole: a virtual
+// machine whose host stops every vCPU at once, which no process on it can
+// tell from being descheduled. The experiments count such stalls beside
+// their victims' figures, and the real-kernel tests of a victim's latency
+// take a measurement again when the machine stalled during it.
+package stall
 
 import (
 	"fmt"
@@ -11,19 +16,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A StallProbe detects the machine stopping as a whole, which no process
+// A Probe detects the machine stopping as a whole, which no process
 // on it can tell from being descheduled: a virtual machine whose host caps
 // its CPU time (its vCPUs and the host's threads that serve its devices
 // under one quota) is stopped until the host's period ends once it spends
 // the quota, every vCPU at once, and the guest's clocks run on meanwhile.
-// A thread pinned to each CPU sleeps StallTick at a time at nice −10 and
-// notes when a wake-up comes more than StallLate after its deadline; a
+// A thread pinned to each CPU sleeps Tick at a time at nice −10 and
+// notes when a wake-up comes more than Late after its deadline; a
 // stall is a time in which every CPU's thread was that late at once. A
 // task that keeps one CPU busy delays one thread, not all of them, and a
 // nice −10 thread preempts the experiments' workloads within a slice, so
 // a stall is the machine's, or every CPU at once running a task of the
-// daemon's weight for StallLate (memcgd's threads run at nice −10 too).
-type StallProbe struct {
+// daemon's weight for Late (memcgd's threads run at nice −10 too).
+type Probe struct {
 	procs int // GOMAXPROCS before the probe raised it
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -32,11 +37,11 @@ type StallProbe struct {
 	err   error
 }
 
-// StallTick is the probe threads' sleep; StallLate how late a wake-up
-// must be to count.
+// Tick is the probe threads' sleep; Late how late a wake-up must be to
+// count.
 const (
-	StallTick = time.Millisecond
-	StallLate = 5 * time.Millisecond
+	Tick = time.Millisecond
+	Late = 5 * time.Millisecond
 )
 
 // Interval is a time range on the monotonic clock, from From to To.
@@ -50,9 +55,9 @@ type Stalls struct {
 	Total, Max time.Duration
 }
 
-// StartStallProbe starts a probe thread on each CPU the process may run
+// Start starts a probe thread on each CPU the process may run
 // on.
-func StartStallProbe() (*StallProbe, error) {
+func Start() (*Probe, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil, fmt.Errorf("stall probe: sched_getaffinity: %w", err)
@@ -65,7 +70,7 @@ func StartStallProbe() (*StallProbe, error) {
 	}
 	// Each probe thread holds a P (watch), so the others get as many
 	// as before.
-	p := &StallProbe{procs: runtime.GOMAXPROCS(0), stop: make(chan struct{})}
+	p := &Probe{procs: runtime.GOMAXPROCS(0), stop: make(chan struct{})}
 	runtime.GOMAXPROCS(p.procs + len(cpus))
 	p.late = make([][]Interval, len(cpus))
 	start := time.Now()
@@ -77,7 +82,7 @@ func StartStallProbe() (*StallProbe, error) {
 }
 
 // watch is CPU cpu's probe thread, the i-th.
-func (p *StallProbe) watch(i, cpu int, start time.Time) {
+func (p *Probe) watch(i, cpu int, start time.Time) {
 	defer p.wg.Done()
 	runtime.LockOSThread() // the thread exits with the goroutine: its affinity and nice die with it
 	var set unix.CPUSet
@@ -94,7 +99,7 @@ func (p *StallProbe) watch(i, cpu int, start time.Time) {
 		return
 	}
 	tick := new(unix.Timespec) // on the heap, which the collector does not move
-	*tick = unix.NsecToTimespec(int64(StallTick))
+	*tick = unix.NsecToTimespec(int64(Tick))
 	var late []Interval
 	for {
 		select {
@@ -105,21 +110,21 @@ func (p *StallProbe) watch(i, cpu int, start time.Time) {
 			return
 		default:
 		}
-		due := time.Since(start) + StallTick
+		due := time.Since(start) + Tick
 		// A raw system call keeps the thread's P through the sleep, so
 		// that the wake-up's time is taken before anything else of this
 		// process can run on the thread: one that leaves the P has to
 		// win one back first, which the process's own goroutines could
-		// delay. A stop of the world waits for it, up to StallTick.
+		// delay. A stop of the world waits for it, up to Tick.
 		unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, 0, uintptr(unsafe.Pointer(tick)), 0, 0, 0)
-		if woke := time.Since(start); woke-due > StallLate {
+		if woke := time.Since(start); woke-due > Late {
 			late = append(late, Interval{due, woke})
 		}
 	}
 }
 
 // Stop ends the probe and sums its stalls.
-func (p *StallProbe) Stop() (Stalls, error) {
+func (p *Probe) Stop() (Stalls, error) {
 	close(p.stop)
 	p.wg.Wait()
 	runtime.GOMAXPROCS(p.procs)
@@ -128,7 +133,7 @@ func (p *StallProbe) Stop() (Stalls, error) {
 	if p.err != nil {
 		return Stalls{}, p.err
 	}
-	return SumStalls(Overlap(p.late)), nil
+	return Sum(Overlap(p.late)), nil
 }
 
 // Overlap is the times within an interval of every list at once: the
@@ -158,8 +163,8 @@ func Overlap(lists [][]Interval) []Interval {
 	return out
 }
 
-// SumStalls counts and sums stalls.
-func SumStalls(stalls []Interval) Stalls {
+// Sum counts and sums stalls.
+func Sum(stalls []Interval) Stalls {
 	var s Stalls
 	for _, v := range stalls {
 		d := v.To - v.From

@@ -1,4 +1,4 @@
-package lab
+package stall
 
 import (
 	"reflect"
@@ -29,20 +29,20 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
-func TestSumStalls(t *testing.T) {
+func TestSum(t *testing.T) {
 	ms := time.Millisecond
-	got := SumStalls([]Interval{{0, 6 * ms}, {10 * ms, 30 * ms}})
+	got := Sum([]Interval{{0, 6 * ms}, {10 * ms, 30 * ms}})
 	if want := (Stalls{Count: 2, Total: 26 * ms, Max: 20 * ms}); got != want {
-		t.Errorf("SumStalls = %+v; want %+v", got, want)
+		t.Errorf("Sum = %+v; want %+v", got, want)
 	}
 }
 
-// TestStallProbeRunsAThreadPerCPU starts and stops the probe on this
+// TestProbeRunsAThreadPerCPU starts and stops the probe on this
 // machine: it must run, leave GOMAXPROCS as it was, and count no stall
 // longer than the time it ran.
-func TestStallProbeRunsAThreadPerCPU(t *testing.T) {
+func TestProbeRunsAThreadPerCPU(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
-	p, err := StartStallProbe()
+	p, err := Start()
 	if err != nil {
 		t.Fatal(err)
 	}

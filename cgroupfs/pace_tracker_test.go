@@ -43,7 +43,8 @@ func TestFSPacesAWriterThatBeginsMidEpisode(t *testing.T) {
 	}
 	defer e.End()
 	if tids, err := journal.ReadTIDs(group); err != nil || !slices.Contains(tids, first.Process.Pid) {
-		ds, derr := tr.Dirtiers(cgroupID(t, c))
+		id, _ := dirtytrack.CgroupID(c.Dir)
+		ds, derr := tr.Dirtiers(id)
 		cgs, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", first.Process.Pid))
 		t.Fatalf("the pace group holds %v (%v): want the first writer %d; the tracker's dirtiers %+v (%v); its cgroups:\n%s",
 			tids, err, first.Process.Pid, ds, derr, cgs)
@@ -102,7 +103,10 @@ func paceGroupThreads(l cgroupfs.Layout, c *cgrouptest.Cgroup) string {
 // finds no thread to move and leaves it to the episode's follower.
 func awaitDirtier(t *testing.T, tr *dirtytrack.Tracker, c *cgrouptest.Cgroup, tid int) {
 	t.Helper()
-	id := cgroupID(t, c)
+	id, err := dirtytrack.CgroupID(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		ds, err := tr.Dirtiers(id)
 		if err != nil {
@@ -115,16 +119,6 @@ func awaitDirtier(t *testing.T, tr *dirtytrack.Tracker, c *cgrouptest.Cgroup, ti
 			t.Fatalf("the tracker did not name thread %d among the dirtiers of %s within 10 s: %+v", tid, c.Path, ds)
 		}
 	}
-}
-
-// cgroupID is c's id, as the tracker names it.
-func cgroupID(t *testing.T, c *cgrouptest.Cgroup) uint64 {
-	t.Helper()
-	id, err := dirtytrack.CgroupID(c.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // writeBytes is process pid's write_bytes (/proc/PID/io).

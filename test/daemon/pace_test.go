@@ -199,15 +199,24 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	// A stall of the whole machine (internal/stall: a VM its host stops)
 	// delays every task at once, paced or not: a pair of measurements
 	// during which one came says nothing of the pace and is taken again,
-	// up to three times, and then judged as it is.
+	// up to three times, and then judged as it is. Not in the test VM:
+	// under qemu's TCG one host thread runs every vCPU, which are late
+	// together whenever it is, and the probe's two thousand wake-ups a
+	// second load that thread.
+	probing := os.Getenv("MEMCGD_VM") != "1"
 	var base, baseStopped, paced, pacedStopped []int64
 	for try := 1; ; try++ {
-		probe, err := stall.Start()
-		if err != nil {
-			t.Fatal(err)
+		var probe *stall.Probe
+		if probing {
+			if probe, err = stall.Start(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		base, baseStopped = lateness(stock)
 		paced, pacedStopped = lateness(w)
+		if !probing {
+			break
+		}
 		stalls, err := probe.Stop()
 		if err != nil {
 			t.Fatal(err)

@@ -105,9 +105,9 @@ func TestWatchReclaimReportsLimitReclaim(t *testing.T) {
 			default:
 				lo, hi = 1, min(maxEvents, int64(run/cgroupFileNotifyInterval)+1)
 			}
-			if n := int64(reports); n < lo || n > hi || n != k.ReclaimReports() {
-				t.Errorf("%d reports (%d counted) for %d pages scanned in %d limit reclaims over %v: want %d to %d",
-					reports, k.ReclaimReports(), scanned, maxEvents, run, lo, hi)
+			if n := int64(reports); n < lo || n > hi {
+				t.Errorf("%d reports for %d pages scanned in %d limit reclaims over %v: want %d to %d",
+					reports, scanned, maxEvents, run, lo, hi)
 			}
 		})
 	}

@@ -86,9 +86,7 @@ type Kernel struct {
 	timers  []timer
 	// thresholds armed (memcontrol_threshold.go), and the hook they call.
 	watches int
-	// reclaimReports counts the reports of limit reclaim (WatchReclaim).
-	reclaimReports int64
-	onWatch        func(k *Kernel, m int32)
+	onWatch func(k *Kernel, m int32)
 
 	// Events counts processed events.
 	Events int64

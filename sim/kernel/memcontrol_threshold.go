@@ -83,13 +83,8 @@ func (k *Kernel) reclaimReport(m int32, scanned int64) {
 		}
 		c.reclaimNext = k.now + cgroupFileNotifyInterval
 	}
-	k.reclaimReports++
 	k.onWatch(k, m)
 }
-
-// ReclaimReports is how many reports of limit reclaim reached the
-// watcher.
-func (k *Kernel) ReclaimReports() int64 { return k.reclaimReports }
 
 // bytesToWatch is a byte threshold in pages: crossed once the page count
 // is above it. noLimit is off.

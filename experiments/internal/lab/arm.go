@@ -165,6 +165,7 @@ type DaemonResult struct {
 func (r DaemonResult) GCRate() float64           { return measured(r.GCs) }
 func (r DaemonResult) AllocatedPerStep() float64 { return measured(r.AllocPerStep) }
 
+// measured is v, NaN when v is −1: not measured.
 func measured(v float64) float64 {
 	if v < 0 {
 		return math.NaN()
@@ -190,21 +191,11 @@ func (r DaemonResult) late(f func(Lateness) float64) float64 {
 }
 
 // StepRate is Steps, NaN (printed n/a) when not measured.
-func (r DaemonResult) StepRate() float64 {
-	if r.Steps < 0 {
-		return math.NaN()
-	}
-	return r.Steps
-}
+func (r DaemonResult) StepRate() float64 { return measured(r.Steps) }
 
 // KernelWorkPercent is KernelWork in percent of one core, NaN (printed
 // n/a) when not measured.
-func (r DaemonResult) KernelWorkPercent() float64 {
-	if r.KernelWork < 0 {
-		return math.NaN()
-	}
-	return r.KernelWork * 100
-}
+func (r DaemonResult) KernelWorkPercent() float64 { return measured(r.KernelWork) * 100 }
 
 // Tracker says which dirty-tracking path the daemon reported for the
 // cgroup: "tracker", "poll" (the fallback), or "n/a" when its `memcgd

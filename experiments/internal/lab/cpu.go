@@ -176,12 +176,14 @@ func (d *Daemon) runtimeRates() (gcs, allocPerStep float64) {
 	if from.runtime == nil || to.runtime == nil || !to.at.After(from.at) {
 		return gcs, allocPerStep
 	}
+	secs := to.at.Sub(from.at).Seconds()
 	if n0, ok := from.runtime["go_gc_duration_seconds_count"]; ok {
-		gcs = (to.runtime["go_gc_duration_seconds_count"] - n0) / to.at.Sub(from.at).Seconds()
+		gcs = (to.runtime["go_gc_duration_seconds_count"] - n0) / secs
 	}
-	steps := to.counts["observe"] - from.counts["observe"]
-	if a0, ok := from.runtime["go_memstats_alloc_bytes_total"]; ok && steps > 0 {
-		allocPerStep = (to.runtime["go_memstats_alloc_bytes_total"] - a0) / steps
+	if a0, ok := from.runtime["go_memstats_alloc_bytes_total"]; ok {
+		if steps := d.stepRate() * secs; steps > 0 {
+			allocPerStep = (to.runtime["go_memstats_alloc_bytes_total"] - a0) / steps
+		}
 	}
 	return gcs, allocPerStep
 }

@@ -452,7 +452,7 @@ func oddCgroups(t *testing.T, l layout.Layout, parent *cgrouptest.Cgroup) []host
 // other machine it does nothing.
 func loopbackUp(t *testing.T) {
 	t.Helper()
-	if os.Getenv("MEMCGD_VM") != "1" {
+	if !inTestVM() {
 		return
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

@@ -20,10 +20,13 @@ import (
 	"github.com/memcgd/memcgd/memcg"
 )
 
+// inTestVM says the tests run in test/vm's qemu VM (MEMCGD_VM=1).
+func inTestVM() bool { return os.Getenv("MEMCGD_VM") == "1" }
+
 // slow scales the tests' time bounds: qemu's emulated CPUs run the VM
 // suite three to five times slower than the host.
 func slow() time.Duration {
-	if os.Getenv("MEMCGD_VM") == "1" {
+	if inTestVM() {
 		return 4
 	}
 	return 1

@@ -224,7 +224,7 @@ func crashIterations(t *testing.T) int {
 		}
 		return n
 	}
-	if os.Getenv("MEMCGD_VM") == "1" {
+	if inTestVM() {
 		return 10
 	}
 	return 50

@@ -26,7 +26,7 @@ type tmux struct {
 // with CI=true).
 func newTmux(t *testing.T) *tmux {
 	t.Helper()
-	if os.Getenv("MEMCGD_VM") == "1" {
+	if inTestVM() {
 		// The VM's initramfs holds busybox and static test binaries, no
 		// terminal multiplexer; the test needs no particular kernel, and
 		// the host's run holds it.

@@ -382,6 +382,10 @@ func rows(t *lab.Compare, m *lab.Medians, a []arm) {
 	num("memcgd CPU during the writer's run (% of one core)", "%.1f", busy)
 	num("  of it in write-out, flush and reclaim calls (% of one core)", "%.1f", func(a arm) float64 { return a.daemon.KernelWorkPercent() })
 	num("memcgd steps (looks at a cgroup) during the writer's run, a second", "%.0f", func(a arm) float64 { return a.daemon.StepRate() })
+	num("memcgd: its threads put on a CPU per step (about one a thread wake-up)", "%.1f", func(a arm) float64 { return a.daemon.RunsPerStep() })
+	for _, call := range []string{"observe", "refresh", "watch", "set pace", "reclaim", "write out"} {
+		text("memcgd: "+call+" calls during the writer's run (a second; CPU each)", func(a arm) string { return a.daemon.CallText(call) })
+	}
 	num("memcgd: garbage collections a second during the writer's run", "%.1f", func(a arm) float64 { return a.daemon.GCRate() })
 	num("memcgd: bytes allocated per step during the writer's run", "%.0f", func(a arm) float64 { return a.daemon.AllocatedPerStep() })
 	num("memcgd: its loop's wake-ups for its timers during the writer's run", "%.0f", func(a arm) float64 { return a.daemon.TimerWakeUps() })

@@ -158,6 +158,9 @@ type DaemonResult struct {
 	// (go_gc_duration_seconds_count, go_memstats_alloc_bytes_total);
 	// −1 when not measured.
 	GCs, AllocPerStep float64
+	// Calls is each kind of host call it made in that interval, the
+	// most frequent first; nil when not measured.
+	Calls []CallRate
 }
 
 // GCRate and AllocatedPerStep are GCs and AllocPerStep, NaN (printed
@@ -193,6 +196,30 @@ func (r DaemonResult) late(f func(Lateness) float64) float64 {
 // StepRate is Steps, NaN (printed n/a) when not measured.
 func (r DaemonResult) StepRate() float64 { return measured(r.Steps) }
 
+// RunsPerStep is how many times its threads were put on a CPU per step
+// (Sched.Slices over Steps): about one per thread wake-up, so the
+// goroutine hand-offs a step costs; NaN (printed n/a) when not measured.
+func (r DaemonResult) RunsPerStep() float64 {
+	if r.Steps <= 0 || r.BusyWall <= 0 {
+		return math.NaN()
+	}
+	return float64(r.Sched.Slices) / r.BusyWall.Seconds() / r.Steps
+}
+
+// CallText is Calls' entry for call as "N/s, M µs" (a second, and CPU
+// each), "0/s" when it made none, "n/a" when not measured.
+func (r DaemonResult) CallText(call string) string {
+	if r.Calls == nil {
+		return "n/a"
+	}
+	for _, c := range r.Calls {
+		if c.Call == call {
+			return fmt.Sprintf("%.0f/s, %.0f µs", c.PerSecond, float64(c.CPUEach)/1e3)
+		}
+	}
+	return "0/s"
+}
+
 // KernelWorkPercent is KernelWork in percent of one core, NaN (printed
 // n/a) when not measured.
 func (r DaemonResult) KernelWorkPercent() float64 { return measured(r.KernelWork) * 100 }
@@ -223,6 +250,7 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 	}
 	busy, work, steps, late := d.busy(), d.kernelWork(), d.stepRate(), lateness(d.busyFrom.late, d.busyTo.late)
 	gcs, alloc := d.runtimeRates()
+	calls := d.callRates()
 	sched, wall, _ := d.busySched()
 	st, err := d.Stat(ctx, c.Path)
 	if err != nil {
@@ -235,5 +263,5 @@ func (b *Bench) EndArm(ctx context.Context, d *Daemon, c *Cgroup) (DaemonResult,
 		return DaemonResult{}, fmt.Errorf("memcgd left a change behind: %w", err)
 	}
 	return DaemonResult{Fields: st, Usage: d.Usage(), Startup: d.startup, Busy: busy,
-		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps, Late: late, GCs: gcs, AllocPerStep: alloc}, nil
+		Sched: sched, BusyWall: wall, KernelWork: work, Steps: steps, Late: late, GCs: gcs, AllocPerStep: alloc, Calls: calls}, nil
 }

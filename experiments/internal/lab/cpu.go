@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -248,6 +249,41 @@ func (d *Daemon) stepRate() float64 {
 		return -1 // unread, or a daemon without memcgd_host_calls_total
 	}
 	return (n1 - n0) / to.at.Sub(from.at).Seconds()
+}
+
+// CallRate is how often the daemon carried out one kind of host call
+// between BusyStart and BusyEnd, and the CPU time each took on average
+// (memcgd_host_calls_total, memcgd_host_call_cpu_seconds_total).
+type CallRate struct {
+	Call      string
+	PerSecond float64
+	CPUEach   time.Duration
+}
+
+// callRates is the daemon's CallRate of each call it made between
+// BusyStart and BusyEnd, the most frequent first; nil when unread.
+func (d *Daemon) callRates() []CallRate {
+	return callRates(d.busyFrom, d.busyTo)
+}
+
+func callRates(from, to busyMark) []CallRate {
+	if from.counts == nil || to.counts == nil || !to.at.After(from.at) {
+		return nil
+	}
+	secs := to.at.Sub(from.at).Seconds()
+	var out []CallRate
+	for call, n1 := range to.counts {
+		n := n1 - from.counts[call]
+		if n <= 0 {
+			continue
+		}
+		cpu := to.calls[call] - from.calls[call]
+		out = append(out, CallRate{Call: call, PerSecond: n / secs, CPUEach: time.Duration(cpu / n * 1e9)})
+	}
+	slices.SortFunc(out, func(a, b CallRate) int {
+		return cmp.Or(cmp.Compare(b.PerSecond, a.PerSecond), strings.Compare(a.Call, b.Call))
+	})
+	return out
 }
 
 func (d *Daemon) mark() busyMark {

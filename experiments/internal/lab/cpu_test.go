@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -123,5 +124,55 @@ go_memstats_alloc_bytes_total_other 9
 	got := parseUnlabelled(text, runtimeFamilies)
 	if len(got) != 2 || got["go_gc_duration_seconds_count"] != 42 || got["go_memstats_alloc_bytes_total"] != 1.2345e8 {
 		t.Errorf("parseUnlabelled = %v, want the GC count 42 and 1.2345e8 bytes allocated, nothing else", got)
+	}
+}
+
+// callRates takes each call's count and CPU time over the interval: a call
+// made before it and not since is left out, the most frequent comes first.
+func TestCallRates(t *testing.T) {
+	at := time.Unix(1000, 0)
+	from := busyMark{at: at,
+		counts: map[string]float64{"observe": 100, "write out": 10, "list": 1},
+		calls:  map[string]float64{"observe": 0.01, "write out": 0.005, "list": 0.001}}
+	to := busyMark{at: at.Add(2 * time.Second),
+		counts: map[string]float64{"observe": 2100, "write out": 410, "list": 1, "set pace": 410},
+		calls:  map[string]float64{"observe": 0.21, "write out": 0.245, "list": 0.001, "set pace": 0.0205}}
+	want := []CallRate{
+		{Call: "observe", PerSecond: 1000, CPUEach: 100 * time.Microsecond},
+		{Call: "set pace", PerSecond: 205, CPUEach: 50 * time.Microsecond},
+		{Call: "write out", PerSecond: 200, CPUEach: 600 * time.Microsecond},
+	}
+	got := callRates(from, to)
+	if len(got) != len(want) {
+		t.Fatalf("callRates = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Call != w.Call || math.Abs(g.PerSecond-w.PerSecond) > 1e-9 || (g.CPUEach-w.CPUEach).Abs() > time.Microsecond/100 {
+			t.Errorf("callRates[%d] = %+v, want %+v", i, g, w)
+		}
+	}
+	if got := callRates(busyMark{at: at}, to); got != nil {
+		t.Errorf("callRates without a first scrape = %+v, want nil (not measured)", got)
+	}
+	r := DaemonResult{Calls: got, Steps: 1000, BusyWall: 2 * time.Second, Sched: SchedStat{Slices: 16000}}
+	for _, tc := range []struct{ call, want string }{
+		{"observe", "1000/s, 100 µs"},
+		{"write out", "200/s, 600 µs"},
+		{"reclaim", "0/s"},
+	} {
+		if got := r.CallText(tc.call); got != tc.want {
+			t.Errorf("CallText(%q) = %q, want %q", tc.call, got, tc.want)
+		}
+	}
+	if got := r.RunsPerStep(); got != 8 {
+		t.Errorf("RunsPerStep = %v, want 8 (16,000 runs in 2 s at 1,000 steps a second)", got)
+	}
+	unread := DaemonResult{Steps: -1}
+	if got := unread.CallText("observe"); got != "n/a" {
+		t.Errorf("CallText unmeasured = %q, want n/a", got)
+	}
+	if got := unread.RunsPerStep(); !math.IsNaN(got) {
+		t.Errorf("RunsPerStep unmeasured = %v, want NaN", got)
 	}
 }

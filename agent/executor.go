@@ -2,13 +2,13 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/hostcall"
 	"github.com/memcgd/memcgd/sched"
 )
 
@@ -201,89 +201,26 @@ func (x *executor) close() {
 	}
 }
 
-// do carries out one op on the host.
-func (a *Agent) do(ctx context.Context, op sched.Op) (r sched.Result) {
-	h := a.opts.Host
+// do carries out one op on the host (hostcall.Do), timing it.
+func (a *Agent) do(ctx context.Context, op sched.Op) sched.Result {
 	start := time.Now()
-	r.Op = op
-	defer func() {
-		r.Took = time.Since(start)
-		if r.At.IsZero() {
-			r.At = h.Now()
-		}
-	}()
-	switch op.Kind {
-	case sched.List:
-		r.Cgroups, r.Err = h.Cgroups(ctx)
-	case sched.Observe, sched.Refresh:
-		for _, p := range op.Read {
-			s, err := h.Observe(ctx, p)
-			if err != nil {
-				r.Err = fmt.Errorf("observe %s: %w", p, err)
-				return r
-			}
-			r.Stats = append(r.Stats, s)
-		}
-		r.At = h.Now()
-		if dc, ok := h.(host.DirtyCounter); ok && op.Dirtied {
-			n, err := dc.DirtyCounts(ctx, op.Cgroup)
-			r.Dirtied, r.HasDirtied, r.DirtiedErr = n, err == nil, err
-		}
-		if op.Paced != nil {
-			// An error leaves the last reading: the policy measures
-			// nothing from a step without one.
-			r.PacedCPU, _ = op.Paced.CPU()
-			if pt, ok := op.Paced.(host.PacedThrottled); ok && op.Held {
-				r.PacedThrottled, _ = pt.Throttled()
-			}
-			if pe, ok := op.Paced.(host.PacedEscapes); ok {
-				r.Unpaced, r.UnpacedKnown = pe.Unpaced()
-			}
-		}
-	case sched.Freeze:
-		fz, ok := h.(host.Freezer)
-		if !ok {
-			r.Err = fmt.Errorf("freeze %s: the host has no freezer: %w", op.Cgroup, errors.ErrUnsupported)
-			return r
-		}
-		r.Episode, r.Err = fz.Freeze(ctx, op.Cgroup)
-	case sched.Thaw:
-		r.Err = op.Episode.Thaw()
-	case sched.Refreeze:
-		r.Err = op.Episode.Refreeze()
-	case sched.End:
-		r.Err = op.Episode.End()
-	case sched.Pace:
-		pc, ok := h.(host.Pacer)
-		if !ok {
-			r.Err = fmt.Errorf("pace %s: the host cannot pace: %w", op.Cgroup, errors.ErrUnsupported)
-			return r
-		}
-		r.Paced, r.Err = pc.Pace(ctx, op.Cgroup, op.Quota, op.Period)
-	case sched.SetPace:
-		r.Err = op.Paced.Set(op.Quota, op.Period)
-	case sched.Unpace:
-		if pt, ok := op.Paced.(host.PacedThrottled); ok {
-			// Read before End removes the pace groups; an error
-			// counts nothing.
-			r.PacedThrottled, _ = pt.Throttled()
-		}
-		r.Err = op.Paced.End()
-	case sched.WriteOut:
-		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)
-	case sched.Flush:
-		r.Err = h.Flush(ctx, op.Cgroup)
-	case sched.Reclaim:
-		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes, op.Usage)
-	case sched.Watch:
-		if a.opts.Watcher != nil {
-			r.Err = a.opts.Watcher.Watch(op.Cgroup, op.Wake)
-		}
-	case sched.Forget:
-		r.Err = a.forget(op.Cgroup)
-	}
+	r := hostcall.Do(ctx, a.opts.Host, driver{a}, op)
+	r.Took = time.Since(start)
 	return r
 }
+
+// driver is the Agent's part of hostcall.Driver: its watcher, and what it
+// keeps of each cgroup.
+type driver struct{ a *Agent }
+
+func (d driver) Watch(cg host.Cgroup, w host.Wake) error {
+	if d.a.opts.Watcher == nil {
+		return nil
+	}
+	return d.a.opts.Watcher.Watch(cg, w)
+}
+
+func (d driver) Forget(cg host.Cgroup) error { return d.a.forget(cg) }
 
 // forget drops what the daemon keeps of cg, which it no longer manages:
 // its watch, the host's resources (the tracker's id, freezer directories

@@ -28,7 +28,7 @@ var Layers = []Layer{
 	{"values", []string{"memcg", "host", "state"}},
 	{"pure core", []string{"policy", "config", "resolve", "sched"}},
 	{"kernel model", []string{"sim/kernel", "sim/workload"}},
-	{"support", []string{"atomicfile", "internal/pollfd", "internal/cputime", "cgroupfs/format", "overrides"}},
+	{"support", []string{"atomicfile", "internal/pollfd", "internal/cputime", "cgroupfs/format", "overrides", "hostcall"}},
 	{"real kernel", []string{"cgroupfs/...", "internal/sandbox", "cgroupfs/cgrouptest"}},
 	{"daemon", []string{"agent", "control", "metrics"}},
 	{"simulator", []string{"sim/scenario", "sim/daemon", "sim/run", "sim/report", "sim/sweep"}},

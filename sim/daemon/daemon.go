@@ -8,6 +8,7 @@ import (
 
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/host"
+	"github.com/memcgd/memcgd/hostcall"
 	"github.com/memcgd/memcgd/memcg"
 	"github.com/memcgd/memcgd/sched"
 	"github.com/memcgd/memcgd/sim/kernel"
@@ -162,69 +163,27 @@ func (d *Daemon) take(rd sched.Ready) {
 	}
 }
 
-// do carries out one op.
+// do carries out one op (hostcall.Do), counting the pace changes.
 func (d *Daemon) do(op sched.Op) sched.Result {
-	ctx := context.Background()
-	h := d.H
-	r := sched.Result{Op: op}
-	switch op.Kind {
-	case sched.List:
-		r.Cgroups, r.Err = h.Cgroups(ctx)
-	case sched.Observe, sched.Refresh:
-		for _, p := range op.Read {
-			s, err := h.Observe(ctx, p)
-			if err != nil {
-				r.Err = err
-				break
-			}
-			r.Stats = append(r.Stats, s)
-		}
-		if op.Paced != nil {
-			r.PacedCPU, _ = op.Paced.CPU()
-			if pt, ok := op.Paced.(host.PacedThrottled); ok && op.Held {
-				r.PacedThrottled, _ = pt.Throttled()
-			}
-		}
-		if op.Dirtied && r.Err == nil {
-			r.Dirtied, r.DirtiedErr = h.DirtyCounts(ctx, op.Cgroup)
-			r.HasDirtied = r.DirtiedErr == nil
-		}
-	case sched.Freeze:
-		r.Episode, r.Err = h.Freeze(ctx, op.Cgroup)
-	case sched.Thaw:
-		r.Err = op.Episode.Thaw()
-	case sched.Refreeze:
-		r.Err = op.Episode.Refreeze()
-	case sched.End:
-		r.Err = op.Episode.End()
-	case sched.Pace:
-		r.Paced, r.Err = h.Pace(ctx, op.Cgroup, op.Quota, op.Period)
-	case sched.SetPace:
-		h.PaceSets++
-		r.Err = op.Paced.Set(op.Quota, op.Period)
-	case sched.Unpace:
-		if pt, ok := op.Paced.(host.PacedThrottled); ok {
-			// Read before End removes the pace groups; an error
-			// counts nothing.
-			r.PacedThrottled, _ = pt.Throttled()
-		}
-		r.Err = op.Paced.End()
-	case sched.WriteOut:
-		r.WriteOut, r.Err = h.WriteOut(ctx, op.Cgroup, op.Bytes)
-	case sched.Flush:
-		r.Err = h.Flush(ctx, op.Cgroup)
-	case sched.Reclaim:
-		r.Reclaimed, r.Err = h.Reclaim(ctx, op.Cgroup, op.Bytes, op.Usage)
-	case sched.Watch:
-		r.Err = d.watch(op.Cgroup, op.Wake)
-	case sched.Forget:
-		if m, err := h.id(op.Cgroup); err == nil {
-			d.k.Watch(m, memcg.NoLimit, memcg.NoLimit)
-			d.k.WatchReclaim(m, false)
-		}
+	if op.Kind == sched.SetPace {
+		d.H.PaceSets++
 	}
-	r.At = h.Now()
-	return r
+	return hostcall.Do(context.Background(), d.H, driver{d}, op)
+}
+
+// driver is the simulated daemon's part of hostcall.Driver: the kernel's
+// thresholds.
+type driver struct{ d *Daemon }
+
+func (dr driver) Watch(cg host.Cgroup, w host.Wake) error { return dr.d.watch(cg, w) }
+
+// Forget disarms cg's thresholds; a cgroup already gone has none.
+func (dr driver) Forget(cg host.Cgroup) error {
+	if m, err := dr.d.H.id(cg); err == nil {
+		dr.d.k.Watch(m, memcg.NoLimit, memcg.NoLimit)
+		dr.d.k.WatchReclaim(m, false)
+	}
+	return nil
 }
 
 // watch arms the kernel's thresholds for cg, the dirtied one only with

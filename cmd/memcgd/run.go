@@ -397,6 +397,11 @@ func run(ctx context.Context, f *runFlags) error {
 	// Full flushes run past the step that started them; let them finish,
 	// within a bound, so that none is cut off mid-syncfs by the exit.
 	waitFlushes(fs, log)
+	// Let the v1 freezer anchor go (thawed, its record done, removed) and
+	// remove the empty freezer mirrors, before the undo below: Recover
+	// would otherwise thaw the anchor as if a change had been left behind,
+	// and the anchor's own release then find its record gone.
+	fs.Close()
 	// Run has ended every pause; undo anything still journalled (a squeeze
 	// interrupted by the signal) so that nothing the daemon changed remains.
 	// A dry run changed nothing, and leaves a previous run's records.

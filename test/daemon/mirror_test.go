@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,17 @@ func TestStopRemovesEmptyFreezerMirrors(t *testing.T) {
 	}
 	if pids, err := sandbox.Tasks(runningDir); err != nil || !slices.Contains(pids, stays[0].Process.Pid) {
 		t.Errorf("after SIGTERM: %s holds %v (%v), want the writer %d still in it", runningDir, pids, err, stays[0].Process.Pid)
+	}
+	// The freezer anchor (act.FreezerAnchor) is let go at exit before the
+	// undo of what is still journalled: the undo finds none of it, and its
+	// release finds its own record.
+	anchor := filepath.Join(l.Freezer.Dir(parent.Path), act.AnchorName)
+	if _, err := os.Stat(anchor); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after SIGTERM: the freezer anchor %s: %v, want it removed", anchor, err)
+	}
+	for line := range strings.Lines(d.logText()) {
+		if strings.Contains(line, "release the v1 freezer anchor") || strings.Contains(line, "undid at exit") && strings.Contains(line, act.AnchorName) {
+			t.Errorf("daemon log: %s", strings.TrimSpace(line))
+		}
 	}
 }

@@ -267,7 +267,7 @@ func Load(opts Options) (*Tracker, error) {
 			why = " (the kernel refuses fentry programs though it loaded the tracepoint ones: a locked-down kernel, or one built without trampolines; cilium/ebpf's MEMLOCK wording is misleading)"
 		}
 		t.levelsOff = fmt.Sprintf("the level programs (fentry and fexit) did not load or attach: %v%s", err, why)
-		opts.Logger.Info("dirty tracker: no dirty+writeback level counts; memory.stat is read for them", "err", err)
+		opts.Logger.Info("dirty tracker: no dirty+writeback level counts; memory.stat is read for them", "reason", t.levelsOff)
 	} else {
 		t.levels = true
 	}

@@ -195,9 +195,10 @@ func (fs *FS) Close() {
 func (fs *FS) Layout() layout.Layout { return fs.layout }
 
 // Cgroups lists the memory cgroups beneath (and including) the managed
-// subtree, parents first.
+// subtree, parents first, memcgd's own pace groups left out.
 func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
-	return layout.Walk(fs.layout.Memory, fs.under)
+	cgs, err := layout.Walk(fs.layout.Memory, fs.under)
+	return withoutPaceGroups(fs.layout.Memory, cgs), err
 }
 
 // Observe reads cg's state. The hierarchy root has no limit; FS reports

@@ -114,6 +114,9 @@ func (fs *FS) CgroupEvents(ctx context.Context) (<-chan host.CgroupEvent, error)
 	var owed atomic.Bool
 	dropped := make(chan struct{}, 1)
 	push := func(ev host.CgroupEvent) {
+		if paceGroupEvent(ev.Cgroup) {
+			return // memcgd's own (own.go)
+		}
 		select {
 		case in <- ev:
 		default:

@@ -134,6 +134,13 @@ func TestDaemonPacedWriterReadsNothingShort(t *testing.T) {
 	if st["throttle_paces"] == 0 {
 		t.Errorf("the writer was never paced: the test shows nothing")
 	}
+	// Its own pace group (on v2 a child of the writer's cgroup, in the
+	// memory hierarchy) is never taken for a tenant's cgroup.
+	for line := range strings.Lines(d.logText()) {
+		if strings.Contains(line, "cgroup="+string(w.Path)+"/"+journal.PaceGroupName) {
+			t.Errorf("daemon log: %s", strings.TrimSpace(line))
+		}
+	}
 	// The daemon's count of the time over the limit is of its own looks,
 	// within the runs' time, and over 1.25 times the limit is over it.
 	if quarter > over || over > took {

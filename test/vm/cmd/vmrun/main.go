@@ -1,5 +1,6 @@
-// Command vmrun runs memcgd's tests, or a shell command, inside a cgroup v2
-// (or v1) kernel under qemu, printing what the VM prints.
+// Command vmrun runs memcgd's tests, or a shell command (with memcgd on its
+// PATH), inside a cgroup v2 (or v1) kernel under qemu, printing what the VM
+// prints.
 //
 //	go run ./test/vm/cmd/vmrun -cgroup v2 -pkg ./cgroupfs -run 'TestX'
 //	go run ./test/vm/cmd/vmrun -cgroup v1 -shell-cmd 'cat /proc/self/cgroup'
@@ -122,28 +123,34 @@ func runVM(ctx context.Context, work string, o options) int {
 		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 		return 2
 	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		return 2
+	}
+	mod, err := vm.ModuleDir(ctx, wd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		return 2
+	}
+	bin := filepath.Join(work, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		return 2
+	}
+	start := time.Now()
 	var jobs []vm.Job
 	if o.shellCmd != "" {
-		jobs = []vm.Job{vm.ShellJob(o.shellCmd)}
+		// The suite's commands (memcgd) are on the shell's PATH too.
+		job := vm.ShellJob(o.shellCmd)
+		if job.Files, err = vm.BuildCommands(ctx, mod, vm.SuiteCommands(), bin); err != nil {
+			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+			return 2
+		}
+		jobs = []vm.Job{job}
+		fmt.Fprintf(os.Stderr, "vmrun: built %s in %v\n", strings.Join(vm.SuiteCommands(), ", "), time.Since(start).Round(time.Millisecond))
 	} else {
-		wd, err := os.Getwd()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
-			return 2
-		}
-		mod, err := vm.ModuleDir(ctx, wd)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
-			return 2
-		}
-		bin := filepath.Join(work, "bin")
-		if err := os.Mkdir(bin, 0o755); err != nil {
-			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
-			return 2
-		}
-		start := time.Now()
-		jobs, err = vm.TestJobs(ctx, mod, o.pkgs, o.run, o.testTimeout, bin)
-		if err != nil {
+		if jobs, err = vm.TestJobs(ctx, mod, o.pkgs, o.run, o.testTimeout, bin); err != nil {
 			fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
 			return 2
 		}
@@ -159,7 +166,7 @@ func runVM(ctx context.Context, work string, o options) int {
 	if o.console {
 		cfg.Console = os.Stderr
 	}
-	start := time.Now()
+	start = time.Now()
 	report, err := vm.Run(ctx, cfg, jobs)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)

@@ -348,6 +348,7 @@ func (c *Core) observed(p pendingOp, r Result) {
 	}
 	// The throttle first (policy.Decision): due now.
 	if pacer {
+		c.countPaced(st)
 		c.carryPace(st, d)
 	}
 	if fz == policy.FreezerHeld {

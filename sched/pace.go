@@ -37,9 +37,10 @@ type pace struct {
 	// alone throttles it then.
 	unavailable string
 	// began is when the episode began; cpu the CPU time its tasks used,
-	// as the last step read it.
-	began time.Time
-	cpu   time.Duration
+	// as the last step read it; counted is when its time was last added
+	// to the cgroup's PacedTime (countPaced).
+	began, counted time.Time
+	cpu            time.Duration
 	// held is the episode's held time as last read (host.PacedThrottled),
 	// and heldAt when a step last asked for it (Op.Held).
 	held   time.Duration
@@ -76,7 +77,7 @@ func (c *Core) carryPace(st *cgroup, d policy.Decision) {
 		c.endPace(st, "")
 		return
 	case !p.open:
-		p.open, p.began, p.cpu = true, c.now, 0
+		p.open, p.began, p.counted, p.cpu = true, c.now, c.now, 0
 		c.pacing[st.cg] = true
 		p.cur = d.Pace
 		c.paceOp(st, Pace)
@@ -93,9 +94,9 @@ func (c *Core) endPace(st *cgroup, why string) {
 	if !p.isOpen() {
 		return
 	}
+	c.countPaced(st)
 	p.open, p.cur, p.applied = false, policy.Pacing{}, policy.Pacing{}
 	delete(c.pacing, st.cg)
-	st.edit().Counters.PacedTime += c.now.Sub(p.began)
 	c.paceOp(st, Unpace)
 	c.touch(st)
 	c.setState(st)
@@ -114,6 +115,19 @@ func (c *Core) countHeld(st *cgroup, held time.Duration) {
 		st.edit().Counters.PaceHeld += held - p.held
 		p.held = held
 	}
+}
+
+// countPaced adds the time of st's open episode since it was last counted
+// to st's PacedTime, at each step and at its end, so that the status and
+// memcgd_cgroup_paced_seconds_total grow while a long episode lasts, not
+// only once it ends.
+func (c *Core) countPaced(st *cgroup) {
+	p := st.pace
+	if !p.isOpen() || !c.now.After(p.counted) {
+		return
+	}
+	st.edit().Counters.PacedTime += c.now.Sub(p.counted)
+	p.counted = c.now
 }
 
 // pacedBelow reports whether a cgroup beneath cg has a pacing episode

@@ -206,31 +206,47 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	// A stall of the whole machine (internal/stall: a VM its host stops)
 	// delays every task at once, paced or not: a pair of measurements
 	// during which one came says nothing of the pace and is taken again,
-	// up to three times, and then judged as it is. Not in the test VM:
-	// under qemu's TCG one host thread runs every vCPU, which are late
-	// together whenever it is, and the probe's two thousand wake-ups a
-	// second load that thread.
-	var base, baseStopped, paced, pacedStopped []int64
-	for try := 1; try <= 3; try++ {
+	// up to five times, and then the pair the machine stalled least in is
+	// judged. Not in the test VM: under qemu's TCG one host thread runs
+	// every vCPU, which are late together whenever it is, and the probe's
+	// two thousand wake-ups a second load that thread.
+	type pair struct {
+		base, baseStopped, paced, pacedStopped []int64
+		stalled                                time.Duration
+		try                                    int
+	}
+	var best pair
+	for try := 1; try <= 5; try++ {
 		var probe *stall.Probe
 		if !inTestVM() {
 			if probe, err = stall.Start(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		base, baseStopped = lateness(stock)
-		paced, pacedStopped = lateness(w)
+		p := pair{try: try}
+		p.base, p.baseStopped = lateness(stock)
+		p.paced, p.pacedStopped = lateness(w)
 		if probe == nil {
+			best = p
 			break
 		}
 		stalls, err := probe.Stop()
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.stalled = stalls.Total
+		if try == 1 || p.stalled < best.stalled {
+			best = p
+		}
 		if stalls.Count == 0 {
 			break
 		}
-		t.Logf("try %d: the machine stalled %d times, %v in all, the longest %v", try, stalls.Count, stalls.Total, stalls.Max)
+		t.Logf("try %d: the machine stalled %d times, %v in all, the longest %v; the sleeper's p99 %v paced, %v stock",
+			try, stalls.Count, stalls.Total, stalls.Max, pct(p.paced, 99), pct(p.base, 99))
+	}
+	base, baseStopped, paced, pacedStopped := best.base, best.baseStopped, best.paced, best.pacedStopped
+	if best.stalled > 0 {
+		t.Logf("judged: try %d, the one the machine stalled least in", best.try)
 	}
 	st := d.stat(w.Path)
 	t.Logf("sleeper lateness p99 %v max %v, not waiting for a CPU max %v, beside a paced writer (%d paces, %d freezes); stock p99 %v max %v, %v",

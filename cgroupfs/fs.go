@@ -194,11 +194,18 @@ func (fs *FS) Close() {
 // Layout is the hierarchies FS works in.
 func (fs *FS) Layout() layout.Layout { return fs.layout }
 
-// Cgroups lists the memory cgroups beneath (and including) the managed
-// subtree, parents first, memcgd's own pace groups left out.
+// Cgroups lists the memory cgroups WalkCgroups finds. If the managed
+// subtree does not exist the error wraps host.ErrVanished (layout.Walk).
 func (fs *FS) Cgroups(ctx context.Context) ([]host.Cgroup, error) {
-	cgs, err := layout.Walk(fs.layout.Memory, fs.under)
-	return withoutPaceGroups(fs.layout.Memory, cgs), err
+	var cgs []host.Cgroup
+	err := fs.WalkCgroups(func(cg host.Cgroup) error {
+		cgs = append(cgs, cg)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cgs, nil
 }
 
 // Observe reads cg's state. The hierarchy root has no limit; FS reports

@@ -3,7 +3,6 @@ package cgroupfs
 import (
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
@@ -23,22 +22,30 @@ import (
 // paceGroupEvent reports whether a mkdir or rmdir event is of a cgroup
 // named as a pace group. The name alone decides, as a pace group is made
 // threaded only after its mkdir: a tenant's cgroup of that name is found
-// by the next listing instead (withoutPaceGroups).
+// by the next listing instead (paceGroup).
 func paceGroupEvent(cg host.Cgroup) bool {
 	return path.Base(string(cg)) == journal.PaceGroupName
 }
 
-// withoutPaceGroups removes from cgs, in place, the threaded cgroups named
-// as a pace group in h: memcgd's own.
-func withoutPaceGroups(h layout.Hierarchy, cgs []host.Cgroup) []host.Cgroup {
-	if h.Version != layout.V2 {
-		return cgs
+// paceGroup reports whether cg is a threaded cgroup named as a pace group
+// in h: memcgd's own. On v1 the pace groups are in the cpu hierarchy, not
+// h.
+func paceGroup(h layout.Hierarchy, cg host.Cgroup) bool {
+	if h.Version != layout.V2 || path.Base(string(cg)) != journal.PaceGroupName {
+		return false
 	}
-	return slices.DeleteFunc(cgs, func(cg host.Cgroup) bool {
-		if path.Base(string(cg)) != journal.PaceGroupName {
-			return false
+	b, err := ctlfile.Read(filepath.Join(h.Dir(cg), "cgroup.type"))
+	return err == nil && strings.TrimSpace(b) == "threaded"
+}
+
+// WalkCgroups calls fn with each memory cgroup beneath (and including)
+// the managed subtree as the walk finds it, parents first
+// (layout.WalkFunc), memcgd's own pace groups left out.
+func (fs *FS) WalkCgroups(fn func(host.Cgroup) error) error {
+	return layout.WalkFunc(fs.layout.Memory, fs.under, func(cg host.Cgroup) error {
+		if paceGroup(fs.layout.Memory, cg) {
+			return nil
 		}
-		b, err := ctlfile.Read(filepath.Join(h.Dir(cg), "cgroup.type"))
-		return err == nil && strings.TrimSpace(b) == "threaded"
+		return fn(cg)
 	})
 }

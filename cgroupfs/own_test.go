@@ -10,10 +10,10 @@ import (
 	"github.com/memcgd/memcgd/host"
 )
 
-// The listing leaves out a threaded cgroup named as a pace group (memcgd's
+// The walk leaves out a threaded cgroup named as a pace group (memcgd's
 // own), and keeps a tenant's domain cgroup of that name; on v1, where the
 // pace groups are in the cpu hierarchy, it leaves out nothing.
-func TestWithoutPaceGroups(t *testing.T) {
+func TestWalkCgroupsLeavesOutPaceGroups(t *testing.T) {
 	root := t.TempDir()
 	for dir, typ := range map[string]string{
 		"a":             "domain",
@@ -29,18 +29,30 @@ func TestWithoutPaceGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all := []host.Cgroup{"/", "/a", "/a/memcgd.pace", "/b", "/b/memcgd.pace", "/c", "/gone/memcgd.pace"}
+	all := []host.Cgroup{"/", "/a", "/a/memcgd.pace", "/b", "/b/memcgd.pace", "/c"}
 	for _, tc := range []struct {
 		version layout.Version
 		want    []host.Cgroup
 	}{
-		{layout.V2, []host.Cgroup{"/", "/a", "/b", "/b/memcgd.pace", "/c", "/gone/memcgd.pace"}},
+		{layout.V2, []host.Cgroup{"/", "/a", "/b", "/b/memcgd.pace", "/c"}},
 		{layout.V1, all},
 	} {
-		h := layout.Hierarchy{Version: tc.version, Mount: root, Root: "/"}
-		if got := withoutPaceGroups(h, slices.Clone(all)); !slices.Equal(got, tc.want) {
-			t.Errorf("%v: withoutPaceGroups = %v, want %v", tc.version, got, tc.want)
+		fs := &FS{layout: layout.Layout{Memory: layout.Hierarchy{Version: tc.version, Mount: root, Root: "/"}}, under: "/"}
+		got, err := fs.Cgroups(t.Context())
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%v: Cgroups = %v, %v; want %v", tc.version, got, err, tc.want)
 		}
+		var walked []host.Cgroup
+		err = fs.WalkCgroups(func(cg host.Cgroup) error { walked = append(walked, cg); return nil })
+		if err != nil || !slices.Equal(walked, tc.want) {
+			t.Errorf("%v: WalkCgroups found %v, %v; want %v", tc.version, walked, err, tc.want)
+		}
+	}
+	// A pace group gone between the listing and the check of its type is
+	// a cgroup gone: the step that follows finds it so.
+	h := layout.Hierarchy{Version: layout.V2, Mount: root, Root: "/"}
+	if paceGroup(h, "/gone/memcgd.pace") {
+		t.Error("paceGroup of a vanished directory: true, want false")
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memcgd/memcgd/cgroupfs"
-	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/config"
 	"github.com/memcgd/memcgd/control"
 	"github.com/memcgd/memcgd/host"
@@ -153,7 +152,7 @@ func newStatCmd() *cobra.Command {
 				if one != "" {
 					return fn(one)
 				}
-				return layout.WalkFunc(l.Memory, cfg.Under, fn)
+				return fs.WalkCgroups(fn)
 			}
 			// Said before the first report, or once nothing failed, so
 			// that a failure before any cgroup is read is still one line.

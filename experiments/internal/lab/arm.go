@@ -158,9 +158,9 @@ type DaemonResult struct {
 	// (go_gc_duration_seconds_count, go_memstats_alloc_bytes_total);
 	// −1 when not measured.
 	GCs, AllocPerStep float64
-	// Calls is each kind of host call it made in that interval, the
-	// most frequent first; nil when not measured.
-	Calls []CallRate
+	// Calls is each kind of host call it made in that interval, by the
+	// call's name; nil when not measured.
+	Calls map[string]CallRate
 }
 
 // GCRate and AllocatedPerStep are GCs and AllocPerStep, NaN (printed
@@ -212,12 +212,11 @@ func (r DaemonResult) CallText(call string) string {
 	if r.Calls == nil {
 		return "n/a"
 	}
-	for _, c := range r.Calls {
-		if c.Call == call {
-			return fmt.Sprintf("%.0f/s, %.0f µs", c.PerSecond, float64(c.CPUEach)/1e3)
-		}
+	c, ok := r.Calls[call]
+	if !ok {
+		return "0/s"
 	}
-	return "0/s"
+	return fmt.Sprintf("%.0f/s, %.0f µs", c.PerSecond, float64(c.CPUEach)/1e3)
 }
 
 // KernelWorkPercent is KernelWork in percent of one core, NaN (printed

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -255,34 +254,28 @@ func (d *Daemon) stepRate() float64 {
 // between BusyStart and BusyEnd, and the CPU time each took on average
 // (memcgd_host_calls_total, memcgd_host_call_cpu_seconds_total).
 type CallRate struct {
-	Call      string
 	PerSecond float64
 	CPUEach   time.Duration
 }
 
 // callRates is the daemon's CallRate of each call it made between
-// BusyStart and BusyEnd, the most frequent first; nil when unread.
-func (d *Daemon) callRates() []CallRate {
+// BusyStart and BusyEnd, by the call's name; nil when unread.
+func (d *Daemon) callRates() map[string]CallRate {
 	return callRates(d.busyFrom, d.busyTo)
 }
 
-func callRates(from, to busyMark) []CallRate {
+func callRates(from, to busyMark) map[string]CallRate {
 	if from.counts == nil || to.counts == nil || !to.at.After(from.at) {
 		return nil
 	}
 	secs := to.at.Sub(from.at).Seconds()
-	var out []CallRate
+	out := map[string]CallRate{}
 	for call, n1 := range to.counts {
-		n := n1 - from.counts[call]
-		if n <= 0 {
-			continue
+		if n := n1 - from.counts[call]; n > 0 {
+			cpu := to.calls[call] - from.calls[call]
+			out[call] = CallRate{PerSecond: n / secs, CPUEach: time.Duration(cpu / n * 1e9)}
 		}
-		cpu := to.calls[call] - from.calls[call]
-		out = append(out, CallRate{Call: call, PerSecond: n / secs, CPUEach: time.Duration(cpu / n * 1e9)})
 	}
-	slices.SortFunc(out, func(a, b CallRate) int {
-		return cmp.Or(cmp.Compare(b.PerSecond, a.PerSecond), strings.Compare(a.Call, b.Call))
-	})
 	return out
 }
 

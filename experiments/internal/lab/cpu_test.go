@@ -128,7 +128,7 @@ go_memstats_alloc_bytes_total_other 9
 }
 
 // callRates takes each call's count and CPU time over the interval: a call
-// made before it and not since is left out, the most frequent comes first.
+// made before it and not since is left out.
 func TestCallRates(t *testing.T) {
 	at := time.Unix(1000, 0)
 	from := busyMark{at: at,
@@ -137,19 +137,19 @@ func TestCallRates(t *testing.T) {
 	to := busyMark{at: at.Add(2 * time.Second),
 		counts: map[string]float64{"observe": 2100, "write out": 410, "list": 1, "set pace": 410},
 		calls:  map[string]float64{"observe": 0.21, "write out": 0.245, "list": 0.001, "set pace": 0.0205}}
-	want := []CallRate{
-		{Call: "observe", PerSecond: 1000, CPUEach: 100 * time.Microsecond},
-		{Call: "set pace", PerSecond: 205, CPUEach: 50 * time.Microsecond},
-		{Call: "write out", PerSecond: 200, CPUEach: 600 * time.Microsecond},
+	want := map[string]CallRate{
+		"observe":   {PerSecond: 1000, CPUEach: 100 * time.Microsecond},
+		"set pace":  {PerSecond: 205, CPUEach: 50 * time.Microsecond},
+		"write out": {PerSecond: 200, CPUEach: 600 * time.Microsecond},
 	}
 	got := callRates(from, to)
 	if len(got) != len(want) {
 		t.Fatalf("callRates = %+v, want %+v", got, want)
 	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.Call != w.Call || math.Abs(g.PerSecond-w.PerSecond) > 1e-9 || (g.CPUEach-w.CPUEach).Abs() > time.Microsecond/100 {
-			t.Errorf("callRates[%d] = %+v, want %+v", i, g, w)
+	for call, w := range want {
+		g, ok := got[call]
+		if !ok || math.Abs(g.PerSecond-w.PerSecond) > 1e-9 || (g.CPUEach-w.CPUEach).Abs() > time.Microsecond/100 {
+			t.Errorf("callRates[%q] = %+v (%v), want %+v", call, g, ok, w)
 		}
 	}
 	if got := callRates(busyMark{at: at}, to); got != nil {

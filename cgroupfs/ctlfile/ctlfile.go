@@ -216,13 +216,34 @@ func WriteCtx(ctx context.Context, p, value string) error {
 	return nil
 }
 
+// WriteAt is Write of the control file name in the cgroup directory that
+// dirfd holds (an O_PATH descriptor): the write goes to that cgroup, or
+// fails with host.ErrVanished once it is removed, even if another cgroup
+// has been made under its name since.
+func WriteAt(dirfd int, name, value string) error {
+	fd, err := openControlAt(dirfd, name)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := writeInterruptible(context.Background(), fd, []byte(value)); err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, name, Vanished(err))
+	}
+	return nil
+}
+
 // openControl opens p for writing, not following a symbolic link, and
 // checks that it is on cgroupfs.
 func openControl(p string) (int, error) {
+	return openControlAt(unix.AT_FDCWD, p)
+}
+
+// openControlAt is openControl of p relative to the directory dirfd.
+func openControlAt(dirfd int, p string) (int, error) {
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Open(p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dirfd, p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
 			break
 		}
@@ -245,11 +266,13 @@ func openControl(p string) (int, error) {
 // writeInterruptible writes b to fd in one write(2), retrying EINTR while
 // ctx lasts; see WriteCtx for how ctx interrupts it.
 func writeInterruptible(ctx context.Context, fd int, b []byte) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	pid, tid := unix.Getpid(), unix.Gettid()
-	stop := context.AfterFunc(ctx, func() { _ = unix.Tgkill(pid, tid, unix.SIGURG) })
-	defer stop()
+	if ctx.Done() != nil { // a context that can end: Write's cannot
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pid, tid := unix.Getpid(), unix.Gettid()
+		stop := context.AfterFunc(ctx, func() { _ = unix.Tgkill(pid, tid, unix.SIGURG) })
+		defer stop()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -85,15 +85,29 @@ func TestControlWriteStopsWhenContextEnds(t *testing.T) {
 }
 
 func TestWriteControlRefusesFilesOutsideCgroupfs(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "memory.limit_in_bytes")
+	dir := t.TempDir()
+	p := filepath.Join(dir, "memory.limit_in_bytes")
 	if err := os.WriteFile(p, []byte("5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := ctlfile.Write(p, "1"); err == nil {
-		t.Errorf("ctlfile.Write(%s) on %s: no error", p, "a disk filesystem")
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(p); string(b) != "5\n" {
-		t.Errorf("file changed to %q", b)
+	defer unix.Close(dirfd)
+	for _, tt := range []struct {
+		name  string
+		write func() error
+	}{
+		{"Write", func() error { return ctlfile.Write(p, "1") }},
+		{"WriteAt", func() error { return ctlfile.WriteAt(dirfd, filepath.Base(p), "1") }},
+	} {
+		if err := tt.write(); err == nil {
+			t.Errorf("%s of %s on a disk filesystem: no error", tt.name, p)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "5\n" {
+			t.Errorf("%s changed the file to %q", tt.name, b)
+		}
 	}
 }
 

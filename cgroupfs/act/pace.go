@@ -298,6 +298,11 @@ type Paced struct {
 	// holds mu for an RCU grace period, is in flight.
 	takenMu sync.Mutex
 	taken   map[int]bool
+	// checkedAt is when recheck last looked where the taken threads
+	// are, and checkFrom where in their list it looks next. Guarded by
+	// mu.
+	checkedAt time.Time
+	checkFrom int
 }
 
 var _ host.PacedEscapes = (*Paced)(nil)
@@ -328,22 +333,83 @@ func (e *Paced) Unpaced() (n int, ok bool) {
 	if err != nil {
 		return 0, false
 	}
+	escaped := e.recheck(tids)
 	e.takenMu.Lock()
-	defer e.takenMu.Unlock()
 	for _, tid := range tids {
 		if !e.taken[tid] {
 			n++
 		}
 	}
+	e.takenMu.Unlock()
+	if escaped && e.notices != nil {
+		select {
+		case e.notices <- struct{}{}: // follow adopts them again
+		default:
+		}
+	}
 	return n, true
+}
+
+// recheck looks, at most every liveRescan, whether the threads among
+// tids that the episode took are still in its groups, and takes back
+// the word for those that are not: a tenant that may move its own
+// threads (a delegated subtree) can move them out of a pace group, and
+// they count as unpaced until adopted again. It reads at most
+// maxOpenSched threads' cgroups a time, the next ones at the next
+// recheck. It skips a recheck while a move holds e.mu. It reports whether
+// a thread left.
+func (e *Paced) recheck(tids []int) bool {
+	if !e.mu.TryLock() {
+		return false
+	}
+	defer e.mu.Unlock()
+	if e.ended || time.Since(e.checkedAt) < liveRescan {
+		return false
+	}
+	e.checkedAt = time.Now()
+	e.takenMu.Lock()
+	var check []int
+	for _, tid := range tids {
+		if e.taken[tid] {
+			check = append(check, tid)
+		}
+	}
+	e.takenMu.Unlock()
+	if len(check) > maxOpenSched {
+		from := e.checkFrom % len(check)
+		check = append(check[from:], check[:from]...)[:maxOpenSched]
+		e.checkFrom += maxOpenSched
+	}
+	left := false
+	for _, tid := range check {
+		dir, err := e.cpuCgroup(tid)
+		if errors.Is(err, host.ErrVanished) {
+			continue // exited: nothing to pace
+		}
+		if err == nil && filepath.Base(dir) == journal.PaceGroupName {
+			if g, ok := e.groups[filepath.Dir(dir)]; ok && g.dir == dir {
+				continue
+			}
+		}
+		e.take(tid, false)
+		e.live = slices.DeleteFunc(e.live, func(t int) bool { return t == tid })
+		left = true
+	}
+	return left
 }
 
 var _ host.Paced = (*Paced)(nil)
 
 // paceGroup is one pace group of an episode.
 type paceGroup struct {
-	dir     string // the pace group's directory
-	parent  string // the cpu cgroup the threads came from
+	dir    string // the pace group's directory
+	parent string // the cpu cgroup the threads came from
+	// fd holds dir (O_PATH), and every write to the group goes through
+	// it: a tenant that may remove and make cgroups beside its threads
+	// (a delegated subtree) and swaps an emptied group for one of its own
+	// gets the writes failed, not its group's limit written or memcgd's
+	// threads moved in. -1 once closed.
+	fd      int
 	records []uint64
 	// period is the period last written to cpu.cfs_period_us (v1), 0
 	// if unknown; share, shareOK and shareAt the tenant's own CPU limit
@@ -378,12 +444,19 @@ func (e *Paced) Set(quota, period time.Duration) error {
 		return nil
 	}
 	e.quota, e.period = quota, period
-	for _, g := range e.groups {
-		if err := e.setLimit(g); err != nil {
+	for parent, g := range e.groups {
+		switch err := e.setLimit(g); {
+		case errors.Is(err, host.ErrVanished):
+			// Removed under the episode: its threads' cgroup is gone,
+			// or its tenant took the group (paceGroup.fd).
+			e.forgetGroup(parent, g)
+		case err != nil:
 			return fmt.Errorf("set pace of %s: %w", e.cg, err)
 		}
 	}
-	if err := e.adopt(ctx, tids); err != nil && !errors.Is(err, ErrNotPaceable) {
+	// A thread the hierarchy lets no group hold is the freezer's once
+	// the episode holds none.
+	if err := e.adopt(ctx, tids); err != nil && (!errors.Is(err, ErrNotPaceable) || len(e.groups) == 0) {
 		return fmt.Errorf("set pace of %s: %w", e.cg, err)
 	}
 	return nil
@@ -500,6 +573,7 @@ func (e *Paced) End() error {
 	}
 	var errs []error
 	for _, g := range e.groups {
+		e.closeGroup(g)
 		_, err := journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
 		if errors.Is(err, unix.EBUSY) {
 			e.p.mu.Lock()
@@ -507,11 +581,12 @@ func (e *Paced) End() error {
 			e.p.mu.Unlock()
 			continue
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, journal.ErrNotMemcgds) {
 			errs = append(errs, err)
 			continue
 		}
-		// The +cpu record (v2) is the older: done last.
+		// The +cpu record (v2) is the older: done last. A group its
+		// tenant took is left to it: the records' undo says so.
 		for _, id := range slices.Backward(g.records) {
 			if err := e.p.undo(id); err != nil {
 				errs = append(errs, err)
@@ -557,7 +632,17 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 			refused = err
 			continue
 		case filepath.Base(parent) == journal.PaceGroupName:
-			continue // paced already
+			if _, ok := e.groups[filepath.Dir(parent)]; ok {
+				continue // paced already
+			}
+			// A group of that name not the episode's: another
+			// episode's (nested cgroups) or the tenant's own. A thread
+			// in the tenant's is refused, so that the freezer, not a
+			// limit the tenant writes, throttles it.
+			if err := ownedDir(parent); err != nil {
+				refused = fmt.Errorf("thread %d: %w: %w", tid, err, ErrNotPaceable)
+			}
+			continue
 		}
 		g, ok := e.groups[parent]
 		if !ok {
@@ -577,10 +662,16 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 			}
 		}
 		e.take(tid, true) // taken while it moves: Unpaced does not count it
-		switch err := ctlfile.Write(filepath.Join(g.dir, e.threadsFile()), strconv.Itoa(tid)); {
+		switch err := ctlfile.WriteAt(g.fd, e.threadsFile(), strconv.Itoa(tid)); {
 		case err == nil:
 			e.live = append(e.live, tid)
-		case errors.Is(err, unix.ESRCH), errors.Is(err, host.ErrVanished):
+		case errors.Is(err, unix.ESRCH):
+		case errors.Is(err, host.ErrVanished):
+			// The group was removed under the episode (the thread's own
+			// cgroup gone, or the group taken by its tenant): forgotten,
+			// its records undone, and made again at the next adoption.
+			e.take(tid, false)
+			e.forgetGroup(parent, g)
 		default:
 			e.take(tid, false)
 			return fmt.Errorf("move thread %d into %s: %w", tid, g.dir, err)
@@ -625,10 +716,9 @@ func (e *Paced) cpuCgroup(tid int) (string, error) {
 // be enabled in the leaf's subtree_control: a domain cgroup with tasks
 // refuses it (kernel/cgroup/cgroup.c, cgroup_vet_subtree_control_enable).
 func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error) {
-	g := &paceGroup{dir: filepath.Join(parent, journal.PaceGroupName), parent: parent}
+	g := &paceGroup{dir: filepath.Join(parent, journal.PaceGroupName), parent: parent, fd: -1}
 	fail := func(err error) (*paceGroup, error) {
-		_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
-		e.undoAll(g)
+		e.dropGroup(g)
 		return nil, err
 	}
 	c, err := journal.PaceGroupChange(parent, e.threadsFile())
@@ -640,12 +730,29 @@ func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error
 		return nil, err
 	}
 	g.records = append(g.records, id)
+	// An existing group is an ended episode's that a thread still kept
+	// (Pacer.busy), or one its tenant made of that name.
 	if err := unix.Mkdir(g.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		e.undoAll(g)
 		return nil, fmt.Errorf("make pace group %s: %w", g.dir, err)
 	}
+	fd, err := unix.Open(g.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		e.undoAll(g)
+		return nil, fmt.Errorf("open pace group %s: %w", g.dir, ctlfile.Vanished(err))
+	}
+	g.fd = fd
+	if err := journal.OwnedPaceGroup(g.fd, g.dir); err != nil {
+		// The tenant's: neither its threads nor the group are memcgd's
+		// to move or remove, so the record is dropped, not undone.
+		e.closeGroup(g)
+		for _, id := range g.records {
+			_ = e.p.Journal.Done(id)
+		}
+		return nil, fmt.Errorf("make pace group: %w: %w", err, ErrNotPaceable)
+	}
 	if e.v2 {
-		if err := ctlfile.Write(filepath.Join(g.dir, "cgroup.type"), "threaded"); err != nil {
+		if err := ctlfile.WriteAt(g.fd, "cgroup.type", "threaded"); err != nil {
 			return fail(fmt.Errorf("make pace group %s threaded (the leaf cannot be a threaded domain): %v: %w", g.dir, err, ErrNotPaceable))
 		}
 		if err := e.p.enableCPU(ctx, g, parent); err != nil {
@@ -656,6 +763,41 @@ func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error
 		return fail(err)
 	}
 	return g, nil
+}
+
+// forgetGroup drops g, the episode's group for the threads of parent,
+// which was removed under it, and the threads it held as last listed:
+// they are looked for again where they are. Caller holds e.mu.
+func (e *Paced) forgetGroup(parent string, g *paceGroup) {
+	e.dropGroup(g)
+	delete(e.groups, parent)
+	e.live, e.liveAt = nil, time.Time{}
+}
+
+// dropGroup releases g, a group that failed to be made or vanished, and
+// undoes its records.
+func (e *Paced) dropGroup(g *paceGroup) {
+	_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+	e.closeGroup(g)
+	e.undoAll(g)
+}
+
+// closeGroup closes g's descriptor.
+func (e *Paced) closeGroup(g *paceGroup) {
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+}
+
+// ownedDir is journal.OwnedPaceGroup of the directory dir.
+func ownedDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, ctlfile.Vanished(err))
+	}
+	defer unix.Close(fd)
+	return journal.OwnedPaceGroup(fd, dir)
 }
 
 // undoAll undoes g's journal records, newest first.
@@ -715,7 +857,7 @@ func (e *Paced) writeLimit(g *paceGroup) error {
 		quota = us(q)
 	}
 	if e.v2 {
-		return ctlfile.Write(filepath.Join(g.dir, "cpu.max"), quota+" "+us(e.period))
+		return ctlfile.WriteAt(g.fd, "cpu.max", quota+" "+us(e.period))
 	}
 	if quota == "max" {
 		quota = "-1"
@@ -724,12 +866,12 @@ func (e *Paced) writeLimit(g *paceGroup) error {
 	// refused where the new pair is not (tg_cfs_schedulable_down).
 	if g.period != e.period {
 		g.period = 0
-		if err := ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_period_us"), us(e.period)); err != nil {
+		if err := ctlfile.WriteAt(g.fd, "cpu.cfs_period_us", us(e.period)); err != nil {
 			return err
 		}
 		g.period = e.period
 	}
-	return ctlfile.Write(filepath.Join(g.dir, "cpu.cfs_quota_us"), quota)
+	return ctlfile.WriteAt(g.fd, "cpu.cfs_quota_us", quota)
 }
 
 // parentShare is the CPU share the tenant's own limit on parent gives, if

@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/memcgd/memcgd/cgroupfs/act"
 	"github.com/memcgd/memcgd/cgroupfs/cgrouptest"
+	"github.com/memcgd/memcgd/cgroupfs/ctlfile"
 	"github.com/memcgd/memcgd/cgroupfs/journal"
 	"github.com/memcgd/memcgd/cgroupfs/layout"
 	"github.com/memcgd/memcgd/host"
@@ -300,6 +302,245 @@ func TestRecoverUndoesAPaceGroupCrashedAroundItsController(t *testing.T) {
 				t.Errorf("pending journal records after Recover: %v", p)
 			}
 		})
+	}
+}
+
+// tenantUID is the user the tests' tenants run as (nobody).
+const tenantUID = 65534
+
+// asTenant runs name with args as the tenant user.
+func asTenant(t *testing.T, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tenantUID, Gid: tenantUID}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the tenant's %s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// delegate gives dir, a cpu cgroup (v1) or a leaf (v2), to the tenant
+// user, as a runtime that delegates a subtree does (chown of the
+// directory), and has the tenant make a cgroup named as the pace group in
+// it; the test removes it at its end.
+func delegate(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.Chown(dir, tenantUID, tenantUID); err != nil {
+		t.Fatal(err)
+	}
+	made := filepath.Join(dir, journal.PaceGroupName)
+	asTenant(t, "mkdir", made)
+	t.Cleanup(func() {
+		if err := os.Remove(made); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return made
+}
+
+// pacerFiles are the files of a cgroup that the pacer writes when it
+// takes the cgroup for its group: where threads go, and what it sets
+// first (v1 the quota, v2 the type).
+func pacerFiles(l layout.Layout) (threads, state string) {
+	if l.CPU == nil {
+		return journal.FileThreads, "cgroup.type"
+	}
+	return journal.FileTasksV1, "cpu.cfs_quota_us"
+}
+
+// sameState reports whether got, a cgroup's state file (pacerFiles) as
+// read after the pacer ran, is as was, read before: on v2 the type is
+// the kernel's to change between "domain", "domain invalid" and "domain
+// threaded" as the cgroups around it come and go, and only "threaded" is
+// what the pacer would write.
+func sameState(l layout.Layout, was, got string) bool {
+	if l.CPU == nil {
+		return (was == "threaded") == (got == "threaded")
+	}
+	return was == got
+}
+
+// moveThread writes tid into dir's thread list, as its tenant may.
+func moveThread(t *testing.T, l layout.Layout, dir string, tid int) {
+	t.Helper()
+	threads, _ := pacerFiles(l)
+	if err := ctlfile.Write(filepath.Join(dir, threads), strconv.Itoa(tid)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tenant that may make cgroups beside its threads (a delegated
+// subtree) makes one named as memcgd's pace group: the pacer does not
+// take it for its own, whose limit the tenant could then write, nor move
+// threads in or out of it, nor remove it; it leaves nothing in the
+// journal, and the cgroup is not paced (ErrNotPaceable: the freezer
+// throttles it), whether the tenant's writer runs beside the group or in
+// it.
+func TestThePacerLeavesATenantsGroupOfItsName(t *testing.T) {
+	l := paceable(t)
+	c, writer, home, p := dirtyingWriter(t, l, 100000)
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
+	squat := delegate(t, home)
+	_, state := pacerFiles(l)
+	for _, tt := range []struct {
+		name string
+		in   string // the writer's cpu cgroup
+	}{
+		{"beside it", home},
+		{"in it", squat},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.in == squat && l.CPU == nil {
+				// A v2 thread joins a child of its leaf only if the
+				// child is threaded, as the tenant may make it.
+				if err := ctlfile.Write(filepath.Join(squat, "cgroup.type"), "threaded"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			moveThread(t, l, tt.in, writer.Process.Pid)
+			was := must(ctlfile.Read(filepath.Join(squat, state)))
+			e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+			if err == nil {
+				e.End()
+				t.Fatal("Pace paced the writer through its tenant's group")
+			}
+			if !errors.Is(err, act.ErrNotPaceable) || !strings.Contains(err.Error(), squat) {
+				t.Errorf("Pace: %v, want ErrNotPaceable naming %s", err, squat)
+			}
+			if got := threadCgroup(t, l, writer.Process.Pid); got != tt.in {
+				t.Errorf("the writer is in %s, want %s where its tenant put it", got, tt.in)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(squat, &st); err != nil || st.Uid != tenantUID {
+				t.Errorf("the tenant's group: %v, uid %d, want it there and the tenant's", err, st.Uid)
+			}
+			if got := must(ctlfile.Read(filepath.Join(squat, state))); !sameState(l, was, got) {
+				t.Errorf("the tenant's group's %s is %q, want %q as it was", state, got, was)
+			}
+			if pending := p.Journal.Pending(); len(pending) != 0 {
+				t.Errorf("the journal holds %v, want nothing", pending)
+			}
+		})
+	}
+	moveThread(t, l, home, writer.Process.Pid)
+}
+
+// A tenant that may make and remove cgroups beside its threads moves its
+// writer out of the pace group mid-episode, removes the emptied group and
+// makes its own of that name: the episode's writes, which go through the
+// group it made, fail rather than reach the tenant's group; the next
+// changes of the pace find no group of memcgd's to put the writer in
+// (ErrNotPaceable: the freezer's), and End leaves the tenant's group as
+// it is, with nothing left in the journal.
+func TestThePacerWritesNothingToAGroupItsTenantSwapped(t *testing.T) {
+	l := paceable(t)
+	c, writer, home, p := dirtyingWriter(t, l, 100000)
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
+	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	group := filepath.Join(home, journal.PaceGroupName)
+	if got := threadCgroup(t, l, writer.Process.Pid); got != group {
+		t.Fatalf("the writer is in %s, want %s", got, group)
+	}
+	// The tenant's moves: its thread back home, memcgd's group out, its
+	// own in.
+	moveThread(t, l, home, writer.Process.Pid)
+	if err := os.Chown(home, tenantUID, tenantUID); err != nil {
+		t.Fatal(err)
+	}
+	asTenant(t, "rmdir", group)
+	squat := delegate(t, home)
+	threads, state := pacerFiles(l)
+	was := must(ctlfile.Read(filepath.Join(squat, state)))
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		err := e.Set(3*time.Millisecond, 10*time.Millisecond)
+		if errors.Is(err, act.ErrNotPaceable) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Set after the swap: %v, want ErrNotPaceable", err)
+		}
+	}
+	if err := e.End(); err != nil {
+		t.Errorf("End: %v", err)
+	}
+	if got := must(ctlfile.Read(filepath.Join(squat, state))); !sameState(l, was, got) {
+		t.Errorf("the tenant's group's %s is %q, want %q as it was", state, got, was)
+	}
+	if tids := must(journal.ReadTIDs(filepath.Join(squat, threads))); len(tids) != 0 {
+		t.Errorf("threads %v in the tenant's group, want none", tids)
+	}
+	if _, err := os.Stat(squat); err != nil {
+		t.Errorf("End removed the tenant's group: %v", err)
+	}
+	if pending := p.Journal.Pending(); len(pending) != 0 {
+		t.Errorf("the journal holds %v, want nothing", pending)
+	}
+}
+
+// A tenant that may move its own threads (a delegated subtree) moves its
+// writer out of the pace group: within liveRescan the episode counts it
+// as unpaced (the backstop's cue) and puts it back in the group.
+func TestThePacerTakesBackAThreadItsTenantMovedOut(t *testing.T) {
+	l := paceable(t)
+	c, writer, home, p := dirtyingWriter(t, l, 100000)
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
+	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	pe := e.(host.PacedEscapes)
+	group := filepath.Join(home, journal.PaceGroupName)
+	if n, ok := pe.Unpaced(); n != 0 || !ok {
+		t.Fatalf("Unpaced = %d, %v while the writer is paced, want 0, true", n, ok)
+	}
+	moveThread(t, l, home, writer.Process.Pid)
+	seen := false
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		n, _ := pe.Unpaced()
+		seen = seen || n == 1
+		if seen && n == 0 && threadCgroup(t, l, writer.Process.Pid) == group {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("2 s after its tenant moved it out: counted unpaced %v, the writer in %s, want it back in %s",
+				seen, threadCgroup(t, l, writer.Process.Pid), group)
+		}
+	}
+}
+
+// The journal's undo of a pace group, at the next start after a crash,
+// leaves a cgroup of that name that is not memcgd's: a tenant that
+// removed the group memcgd had made (emptied) and made its own keeps it.
+func TestRecoverLeavesATenantsPaceGroupOfItsName(t *testing.T) {
+	l := paceable(t)
+	c := cgrouptest.New(t, l, 0)
+	home := l.Memory.Dir(c.Path)
+	if l.CPU != nil {
+		home = l.CPU.Dir(c.Path)
+	}
+	threads, _ := pacerFiles(l)
+	j := cgrouptest.Journal(t, l)
+	ch, err := journal.PaceGroupChange(home, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record(ch); err != nil {
+		t.Fatal(err)
+	}
+	squat := delegate(t, home)
+	undone, err := j.Recover(t.Context())
+	if err != nil || len(undone) != 0 {
+		t.Errorf("Recover = %v, %v: want nothing undone", undone, err)
+	}
+	if _, err := os.Stat(squat); err != nil {
+		t.Errorf("Recover removed the tenant's group: %v", err)
+	}
+	if pending := j.Pending(); len(pending) != 0 {
+		t.Errorf("the journal still holds %v", pending)
 	}
 }
 

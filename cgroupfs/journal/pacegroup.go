@@ -54,6 +54,33 @@ func SubtreeCPUChange(leaf string) (Change, error) {
 	return Change{Path: filepath.Join(leaf, FileSubtreeControl), Original: "-cpu", Wrote: "+cpu", Cgroup: ino}, nil
 }
 
+// ErrNotMemcgds reports a cgroup named PaceGroupName that memcgd did not
+// make: a tenant that may make cgroups (a delegated subtree) can make one
+// of that name, and it is the tenant's, to be left as it is.
+var ErrNotMemcgds = errors.New("not a pace group of memcgd's")
+
+// OwnedPaceGroup checks that the directory a pace group is at, held by
+// dirfd, was made by memcgd: a cgroup belongs to the user who made it
+// (kernel/cgroup/cgroup.c, cgroup_kn_set_ugid), and a tenant cannot make
+// one of the daemon's user. It returns an error wrapping ErrNotMemcgds
+// otherwise.
+func OwnedPaceGroup(dirfd int, dir string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(dirfd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, ctlfile.Vanished(err))
+	}
+	return owned(st, dir)
+}
+
+// owned checks that st, the stat of dir, is of a directory that memcgd's
+// user made.
+func owned(st unix.Stat_t, dir string) error {
+	if euid := os.Geteuid(); st.Uid != uint32(euid) || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s belongs to uid %d, not memcgd's %d: %w", dir, st.Uid, euid, ErrNotMemcgds)
+	}
+	return nil
+}
+
 // undoPaceGroup moves every thread of c's pace group back to the parent
 // it came from, and removes the group.
 func undoPaceGroup(c Change) (wrote bool, why string, err error) {
@@ -72,7 +99,10 @@ func undoPaceGroup(c Change) (wrote bool, why string, err error) {
 		return false, "", nil // never made, or removed already
 	}
 	moved, err := ReleasePaceGroup(group, filepath.Base(c.Path), ReleaseWait)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotMemcgds):
+		return false, "the cgroup of that name is not memcgd's: left as it is", nil
+	case err != nil:
 		return moved > 0, "", err
 	}
 	return true, "", nil
@@ -90,9 +120,20 @@ const ReleaseWait = 50 * time.Millisecond
 // the quota, a killed thread could wait a whole period for the CPU to do
 // so, hence the limit lifted first. It retries the removal for up to wait
 // while threads still leave; one that takes longer leaves an error that
-// wraps unix.EBUSY. It returns how many threads it moved.
+// wraps unix.EBUSY. A directory memcgd did not make is left as it is, with
+// an error that wraps ErrNotMemcgds. It returns how many threads it moved.
 func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err error) {
 	parent := filepath.Join(filepath.Dir(dir), file)
+	var st unix.Stat_t
+	switch err := unix.Lstat(dir, &st); {
+	case errors.Is(err, unix.ENOENT):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if err := owned(st, dir); err != nil {
+		return 0, err
+	}
 	if err := liftLimit(dir, file); err != nil {
 		return 0, err
 	}
@@ -181,7 +222,10 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	if !slices.Contains(strings.Fields(cur), "cpu") {
 		return false, "", nil // never enabled, or disabled already
 	}
-	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil {
+	// A group of that name that is not memcgd's keeps the controller
+	// only while memcgd's write of "+cpu" stands: it is undone all the
+	// same, as journalled.
+	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil && !errors.Is(err, ErrNotMemcgds) {
 		return false, "", err
 	}
 	if err := ctlfile.Write(c.Path, c.Original); err != nil {

@@ -601,6 +601,31 @@ func TestACgroupTheHostCannotPaceIsFrozenInstead(t *testing.T) {
 	}
 }
 
+// An episode that can no longer hold its cgroup's threads (their tenant
+// took the pace group's name) ends without counting an error, and the
+// freezer throttles the cgroup from then on.
+func TestAPaceThatCanHoldNoThreadEndsAndTheFreezerTakesOver(t *testing.T) {
+	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, Pacer: true, Counter: true}, "/", root, "/a", pacedStat(0, 14*mib))
+	w.settle()
+	w.c.Kick(w.now, "/a")
+	w.advance(10 * ms)
+	if !w.paced["/a"].On() {
+		t.Fatalf("at the setpoint: pace %+v, want paced", w.paced["/a"])
+	}
+	w.paceErr["/a"] = errors.Join(errors.New("the tenant's memcgd.pace"), errors.ErrUnsupported)
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 16*mib) })
+	w.c.Kick(w.now, "/a")
+	w.advance(10 * ms)
+	w.set("/a", func(s *memcg.Stat) { *s = pacedStat(0, 40*mib) })
+	w.c.Kick(w.now, "/a")
+	w.advance(15 * ms)
+	s, _ := w.statusOf("/a")
+	if w.count(Unpace, "/a") != 1 || s.Counters.Errors != 0 || !w.frozen["/a"] {
+		t.Errorf("%d unpaces, %d errors, frozen %v: want the episode ended, no error, then the freezer at the limit",
+			w.count(Unpace, "/a"), s.Counters.Errors, w.frozen["/a"])
+	}
+}
+
 func TestADryRunChangesNothingAndCountsWhatItWouldHaveDone(t *testing.T) {
 	w := newWorld(t, Config{Policy: dirtyConfig(), Freezer: true, DryRun: true}, "/", root,
 		"/a", memcg.Stat{Limit: 1 << 30, Usage: 100 * mib, File: 100 * mib, Dirty: 9 * mib, Writeback: 8 * mib})

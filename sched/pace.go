@@ -209,6 +209,11 @@ func (c *Core) paced(pd pendingOp, r Result) {
 			c.log(slog.LevelWarn, "pace", "cgroup", st.cg, "err", r.Err)
 		}
 	case isVanished(r.Err):
+	case pd.op.Kind == SetPace && errors.Is(r.Err, errors.ErrUnsupported):
+		// The episode can hold none of the threads it finds (their
+		// tenant took the pace group's name): the next step's Pace says
+		// why, and the freezer throttles.
+		c.endPace(st, "no thread paceable")
 	default:
 		st.edit().Counters.Errors++
 		c.log(slog.LevelWarn, pd.op.Kind.String(), "cgroup", st.cg, "err", r.Err)

@@ -62,6 +62,9 @@ type pacedEpisode struct {
 }
 
 func (e *pacedEpisode) Set(q, p time.Duration) error {
+	if err := e.w.paceErr[e.cg]; err != nil {
+		return err
+	}
 	e.w.paced[e.cg] = policy.Pacing{Quota: q, Period: p}
 	return nil
 }

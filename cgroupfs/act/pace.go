@@ -626,7 +626,7 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 		}
 		parent, err := e.cpuCgroup(tid)
 		switch {
-		case errors.Is(err, host.ErrVanished):
+		case errors.Is(err, host.ErrVanished), errors.Is(err, errElsewhere):
 			continue
 		case err != nil:
 			refused = err
@@ -683,8 +683,18 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 	return nil
 }
 
+// errElsewhere reports a thread whose memory cgroup is not the episode's,
+// or beneath it.
+var errElsewhere = errors.New("in another memory cgroup")
+
 // cpuCgroup returns the directory of tid's cpu cgroup, refusing one the
-// pacer may not make a group beneath.
+// pacer may not make a group beneath, and a thread that is not the
+// episode's cgroup's (errElsewhere): a thread id the source named may
+// have been reused by a thread of another cgroup since it dirtied, which
+// memcgd must not pace. The thread may still exit and its id be taken
+// between this read and the move, which the kernel gives no way to tie
+// together (cgroup.threads and tasks take ids): that needs the whole
+// id space used within that window.
 func (e *Paced) cpuCgroup(tid int) (string, error) {
 	b, err := os.ReadFile(filepath.Join(e.p.ProcRoot, strconv.Itoa(tid), "cgroup"))
 	if err != nil {
@@ -697,6 +707,15 @@ func (e *Paced) cpuCgroup(tid int) (string, error) {
 	h := e.p.Layout.CPU
 	if e.v2 {
 		h = &e.p.Layout.Memory
+	}
+	mine := false
+	for _, l := range lines {
+		if l.ID == 0 && l.Controllers == nil && e.v2 || !e.v2 && l.Has("memory") {
+			_, mine = layout.Within(string(e.cg), l.Path)
+		}
+	}
+	if !mine {
+		return "", fmt.Errorf("thread %d: %w than %s", tid, errElsewhere, e.cg)
 	}
 	for _, l := range lines {
 		if e.v2 && l.ID == 0 && l.Controllers == nil || !e.v2 && l.Has("cpu") {

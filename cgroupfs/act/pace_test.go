@@ -223,7 +223,10 @@ func TestThePacerEndsAnEpisodeWhoseThreadWasKilled(t *testing.T) {
 // A pace left behind by a crash (no End) is undone by the next start's
 // Recover: the threads go back, the group is removed.
 func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
-	c, _, home, p := dirtyingWriter(t, paceable(t), 1024)
+	c, writer, home, p := dirtyingWriter(t, paceable(t), 1024)
+	// Named, not sampled: under the VMs' emulated CPU the writer can
+	// dirty nothing within the sampling's 5 ms, and then has no group.
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
 	j := p.Journal
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -509,6 +512,29 @@ func TestThePacerTakesBackAThreadItsTenantMovedOut(t *testing.T) {
 			t.Fatalf("2 s after its tenant moved it out: counted unpaced %v, the writer in %s, want it back in %s",
 				seen, threadCgroup(t, l, writer.Process.Pid), group)
 		}
+	}
+}
+
+// A thread id the dirtier source names that now belongs to a thread of
+// another memory cgroup (the id reused once the dirtier exited) is not
+// paced: the other cgroup's thread stays where it is and gets no group.
+func TestThePacerPacesNoThreadOfAnotherCgroup(t *testing.T) {
+	l := paceable(t)
+	c, _, _, p := dirtyingWriter(t, l, 100000)
+	other := cgrouptest.New(t, l, 0)
+	sleeper := other.Start(t, "sleep", "3600")
+	home := threadCgroup(t, l, sleeper.Process.Pid)
+	p.Dirtiers = listedDirtiers{sleeper.Process.Pid}
+	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.End()
+	if got := threadCgroup(t, l, sleeper.Process.Pid); got != home {
+		t.Errorf("the other cgroup's thread is in %s, want %s", got, home)
+	}
+	if _, err := os.Stat(filepath.Join(home, journal.PaceGroupName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a pace group beneath the other cgroup: %v", err)
 	}
 }
 

@@ -30,11 +30,15 @@ import (
 // daemon's weight for Late (memcgd's threads run at nice −10 too).
 type Probe struct {
 	procs int // GOMAXPROCS before the probe raised it
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	late  [][]Interval // by CPU
-	err   error
+	// base is Now when the probe started, which the probe threads'
+	// times count from; stalls what Stop found, on Now's clock.
+	base   time.Duration
+	stalls []Interval
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	late   [][]Interval // by CPU
+	err    error
 }
 
 // Tick is the probe threads' sleep; Late how late a wake-up must be to
@@ -46,6 +50,27 @@ const (
 
 // Interval is a time range on the monotonic clock, from From to To.
 type Interval struct{ From, To time.Duration }
+
+// Now is the time on CLOCK_MONOTONIC, which every process of the machine
+// reads alike: another process's times, taken with it, can be set
+// against a probe's stalls (Probe.Intervals).
+func Now() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail with a valid clock and pointer
+	return time.Duration(ts.Nano())
+}
+
+// Touches reports whether iv overlaps a stall, or begins within after of
+// one's end: a task woken as the machine resumes still waits behind
+// what the stall held up.
+func Touches(stalls []Interval, iv Interval, after time.Duration) bool {
+	for _, s := range stalls {
+		if iv.From < s.To+after && s.From < iv.To {
+			return true
+		}
+	}
+	return false
+}
 
 // Stalls sums a probe's stalls.
 type Stalls struct {
@@ -73,7 +98,8 @@ func Start() (*Probe, error) {
 	p := &Probe{procs: runtime.GOMAXPROCS(0), stop: make(chan struct{})}
 	runtime.GOMAXPROCS(p.procs + len(cpus))
 	p.late = make([][]Interval, len(cpus))
-	start := time.Now()
+	start, base := time.Now(), Now()
+	p.base = base
 	for i, cpu := range cpus {
 		p.wg.Add(1)
 		go p.watch(i, cpu, start)
@@ -133,7 +159,19 @@ func (p *Probe) Stop() (Stalls, error) {
 	if p.err != nil {
 		return Stalls{}, p.err
 	}
-	return Sum(Overlap(p.late)), nil
+	stalls := Overlap(p.late)
+	p.stalls = make([]Interval, len(stalls))
+	for i, s := range stalls {
+		p.stalls[i] = Interval{p.base + s.From, p.base + s.To}
+	}
+	return Sum(stalls), nil
+}
+
+// Intervals are the stalls Stop found, on Now's clock.
+func (p *Probe) Intervals() []Interval {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalls
 }
 
 // Overlap is the times within an interval of every list at once: the

@@ -29,6 +29,31 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
+func TestTouches(t *testing.T) {
+	ms := time.Millisecond
+	stalls := []Interval{{10 * ms, 20 * ms}, {50 * ms, 60 * ms}}
+	for _, tt := range []struct {
+		name string
+		iv   Interval
+		want bool
+	}{
+		{"before every stall", Interval{0, 9 * ms}, false},
+		{"across a stall's start", Interval{9 * ms, 11 * ms}, true},
+		{"within a stall", Interval{12 * ms, 13 * ms}, true},
+		{"begun just after a stall's end", Interval{22 * ms, 23 * ms}, true},
+		{"begun well after", Interval{30 * ms, 31 * ms}, false},
+		{"no stalls", Interval{0, time.Second}, false},
+	} {
+		s := stalls
+		if tt.name == "no stalls" {
+			s = nil
+		}
+		if got := Touches(s, tt.iv, 5*ms); got != tt.want {
+			t.Errorf("%s: Touches(%v) = %v; want %v", tt.name, tt.iv, got, tt.want)
+		}
+	}
+}
+
 func TestSum(t *testing.T) {
 	ms := time.Millisecond
 	got := Sum([]Interval{{0, 6 * ms}, {10 * ms, 30 * ms}})
@@ -61,5 +86,15 @@ func TestProbeRunsAThreadPerCPU(t *testing.T) {
 	}
 	if s.Total > ran || s.Max > s.Total || (s.Count == 0) != (s.Total == 0) {
 		t.Errorf("Stop = %+v after %v: stalls must fit in the time probed", s, ran)
+	}
+	// The stalls are on the machine's monotonic clock, within the probe.
+	end := Now()
+	for _, iv := range p.Intervals() {
+		if iv.From < end-ran-time.Second || iv.To > end || iv.From >= iv.To {
+			t.Errorf("stall %v outside the probe's time, which ended at %v", iv, end)
+		}
+	}
+	if len(p.Intervals()) != s.Count {
+		t.Errorf("%d stall intervals, %d stalls counted", len(p.Intervals()), s.Count)
 	}
 }

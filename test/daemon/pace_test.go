@@ -29,8 +29,10 @@ import (
 // whether it stops cleanly or is killed and restarted.
 
 // sleeperHelper is the first argument that makes the test binary a
-// sleeper: it sleeps 1 ms at a time for the seconds given and prints how
-// late each wake-up was, one number of microseconds a line.
+// sleeper: it sleeps 1 ms at a time for the seconds given and prints, a
+// line for each wake-up, how late it was and how much of that was not a
+// wait for a CPU, in microseconds, and when the sleep began (stall.Now,
+// nanoseconds).
 const sleeperHelper = "memcgd-test-sleeper-helper"
 
 // runSleeperHelper is the sleeper.
@@ -47,11 +49,11 @@ func runSleeperHelper(seconds string) int {
 	var b strings.Builder
 	ms := unix.NsecToTimespec(int64(time.Millisecond))
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		t, wait0 := time.Now(), runDelay()
+		t, from, wait0 := time.Now(), stall.Now(), runDelay()
 		for err := unix.Nanosleep(&ms, nil); err == unix.EINTR; err = unix.Nanosleep(&ms, nil) {
 		}
 		late := time.Since(t) - time.Millisecond
-		fmt.Fprintf(&b, "%d %d\n", late.Microseconds(), (late - (runDelay() - wait0)).Microseconds())
+		fmt.Fprintf(&b, "%d %d %d\n", late.Microseconds(), (late - (runDelay() - wait0)).Microseconds(), from)
 	}
 	os.Stdout.WriteString(b.String())
 	return 0
@@ -178,7 +180,13 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	d.start()
 	dir := diskDir(t)
 	seconds := "3"
-	lateness := func(c *cgrouptest.Cgroup) (late, stopped []int64) {
+	// A sleep is a sample of both latenesses, and when it began and
+	// ended.
+	type sleep struct {
+		late, stopped int64
+		at            stall.Interval
+	}
+	lateness := func(c *cgrouptest.Cgroup) []sleep {
 		t.Helper()
 		file := filepath.Join(dir, "w-"+filepath.Base(string(c.Path)))
 		defer os.Remove(file)
@@ -189,29 +197,48 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sleeper: %v\n%s", err, out)
 		}
+		var sleeps []sleep
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var l, s int64
-			if _, err := fmt.Sscan(line, &l, &s); err != nil {
+			var sl sleep
+			var from int64
+			if _, err := fmt.Sscan(line, &sl.late, &sl.stopped, &from); err != nil {
 				t.Fatalf("sleeper output %q: %v", line, err)
 			}
-			late, stopped = append(late, l), append(stopped, s)
+			sl.at.From = time.Duration(from)
+			sl.at.To = sl.at.From + time.Millisecond + time.Duration(sl.late)*time.Microsecond
+			sleeps = append(sleeps, sl)
+		}
+		return sleeps
+	}
+	// sorted are the latenesses of the sleeps that no stall of the
+	// machine touched (stall.Touches, up to stall.Late after its end), in
+	// order, and how many sleeps were left out.
+	sorted := func(sleeps []sleep, stalls []stall.Interval) (late, stopped []int64, out int) {
+		for _, sl := range sleeps {
+			if stall.Touches(stalls, sl.at, stall.Late) {
+				out++
+				continue
+			}
+			late, stopped = append(late, sl.late), append(stopped, sl.stopped)
 		}
 		slices.Sort(late)
 		slices.Sort(stopped)
-		return late, stopped
+		return late, stopped, out
 	}
 	pct := func(sorted []int64, p float64) time.Duration {
 		return time.Duration(stats.Percentile(sorted, p)) * time.Microsecond
 	}
 	// A stall of the whole machine (internal/stall: a VM its host stops)
-	// delays every task at once, paced or not: a pair of measurements
-	// during which one came says nothing of the pace and is taken again,
-	// up to five times, and then the pair the machine stalled least in is
-	// judged. Not in the test VM: under qemu's TCG one host thread runs
-	// every vCPU, which are late together whenever it is, and the probe's
-	// two thousand wake-ups a second load that thread.
+	// delays every task at once, paced or not, and says nothing of the
+	// pace: the sleeps it touched are left out of both arms. A pair of
+	// measurements during which the machine stalled is taken again, up
+	// to five times, and then the pair it stalled least in is judged. Not
+	// in the test VM: under qemu's TCG one host thread runs every vCPU,
+	// which are late together whenever it is, and the probe's two
+	// thousand wake-ups a second load that thread.
 	type pair struct {
 		base, baseStopped, paced, pacedStopped []int64
+		left                                   int // sleeps left out
 		stalled                                time.Duration
 		try                                    int
 	}
@@ -224,16 +251,19 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 			}
 		}
 		p := pair{try: try}
-		p.base, p.baseStopped = lateness(stock)
-		p.paced, p.pacedStopped = lateness(w)
-		if probe == nil {
-			best = p
-			break
+		baseSleeps, pacedSleeps := lateness(stock), lateness(w)
+		var stalls stall.Stalls
+		var intervals []stall.Interval
+		if probe != nil {
+			if stalls, err = probe.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			intervals = probe.Intervals()
 		}
-		stalls, err := probe.Stop()
-		if err != nil {
-			t.Fatal(err)
-		}
+		var n int
+		p.base, p.baseStopped, p.left = sorted(baseSleeps, intervals)
+		p.paced, p.pacedStopped, n = sorted(pacedSleeps, intervals)
+		p.left += n
 		p.stalled = stalls.Total
 		if try == 1 || p.stalled < best.stalled {
 			best = p
@@ -241,12 +271,15 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 		if stalls.Count == 0 {
 			break
 		}
-		t.Logf("try %d: the machine stalled %d times, %v in all, the longest %v; the sleeper's p99 %v paced, %v stock",
-			try, stalls.Count, stalls.Total, stalls.Max, pct(p.paced, 99), pct(p.base, 99))
+		t.Logf("try %d: the machine stalled %d times, %v in all, the longest %v; %d of %d sleeps left out; the sleeper's p99 %v paced, %v stock",
+			try, stalls.Count, stalls.Total, stalls.Max, p.left, len(baseSleeps)+len(pacedSleeps), pct(p.paced, 99), pct(p.base, 99))
 	}
 	base, baseStopped, paced, pacedStopped := best.base, best.baseStopped, best.paced, best.pacedStopped
 	if best.stalled > 0 {
-		t.Logf("judged: try %d, the one the machine stalled least in", best.try)
+		t.Logf("judged: try %d, the one the machine stalled least in, %d sleeps touched by its stalls left out", best.try, best.left)
+	}
+	if len(base) < 100 || len(paced) < 100 {
+		t.Fatalf("%d sleeps stock and %d paced untouched by the machine's stalls: too few to judge", len(base), len(paced))
 	}
 	st := d.stat(w.Path)
 	t.Logf("sleeper lateness p99 %v max %v, not waiting for a CPU max %v, beside a paced writer (%d paces, %d freezes); stock p99 %v max %v, %v",

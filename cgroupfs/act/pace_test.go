@@ -427,6 +427,21 @@ func TestThePacerLeavesATenantsGroupOfItsName(t *testing.T) {
 	moveThread(t, l, home, writer.Process.Pid)
 }
 
+// namedPacedWriter begins an episode of a dd writer that the pacer's
+// dirtier source names, ended at the test's end, and returns the writer,
+// the directory of its cpu cgroup, the episode and the pacer.
+func namedPacedWriter(t *testing.T, l layout.Layout) (*exec.Cmd, string, host.Paced, *act.Pacer) {
+	t.Helper()
+	c, writer, home, p := dirtyingWriter(t, l, 100000)
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
+	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.End() })
+	return writer, home, e, p
+}
+
 // A tenant that may make and remove cgroups beside its threads moves its
 // writer out of the pace group mid-episode, removes the emptied group and
 // makes its own of that name: the episode's writes, which go through the
@@ -436,13 +451,7 @@ func TestThePacerLeavesATenantsGroupOfItsName(t *testing.T) {
 // it is, with nothing left in the journal.
 func TestThePacerWritesNothingToAGroupItsTenantSwapped(t *testing.T) {
 	l := paceable(t)
-	c, writer, home, p := dirtyingWriter(t, l, 100000)
-	p.Dirtiers = listedDirtiers{writer.Process.Pid}
-	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.End()
+	writer, home, e, p := namedPacedWriter(t, l)
 	group := filepath.Join(home, journal.PaceGroupName)
 	if got := threadCgroup(t, l, writer.Process.Pid); got != group {
 		t.Fatalf("the writer is in %s, want %s", got, group)
@@ -488,13 +497,7 @@ func TestThePacerWritesNothingToAGroupItsTenantSwapped(t *testing.T) {
 // as unpaced (the backstop's cue) and puts it back in the group.
 func TestThePacerTakesBackAThreadItsTenantMovedOut(t *testing.T) {
 	l := paceable(t)
-	c, writer, home, p := dirtyingWriter(t, l, 100000)
-	p.Dirtiers = listedDirtiers{writer.Process.Pid}
-	e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.End()
+	writer, home, e, _ := namedPacedWriter(t, l)
 	pe := e.(host.PacedEscapes)
 	group := filepath.Join(home, journal.PaceGroupName)
 	if n, ok := pe.Unpaced(); n != 0 || !ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -296,6 +297,62 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 	// machine does to a sleeping thread (reclaim, faults) stays below.
 	if m, maxBound := pct(pacedStopped, 100), 50*time.Millisecond*slow(); m > maxBound && m > 2*pct(baseStopped, 100) {
 		t.Errorf("the sleeper woke %v late at worst, not waiting for a CPU, want at most %v (stock %v)", m, maxBound, pct(baseStopped, 100))
+	}
+}
+
+// A tenant with a delegated subtree that makes a cgroup named as the
+// pace group before memcgd does is not paced through it: the daemon says
+// why, the freezer throttles the tenant's cgroup instead, and the
+// tenant's cgroup is left as it made it, through the episode and the
+// daemon's stop.
+func TestDaemonLeavesATenantsCgroupOfThePaceGroupsName(t *testing.T) {
+	l := cgrouptest.Layout(t)
+	paceableHost(t, l)
+	managed := cgrouptest.New(t, l, 0)
+	w := managed.Child(t, "writer")
+	setLimit(t, l, w, 1<<30)
+	home := w.Dir
+	if l.CPU != nil {
+		home = l.CPU.Dir(w.Path)
+	}
+	if err := os.Chown(home, int(nobody.Uid), int(nobody.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	squat := filepath.Join(home, journal.PaceGroupName)
+	mkdir := exec.Command("mkdir", squat)
+	mkdir.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	if out, err := mkdir.CombinedOutput(); err != nil {
+		t.Fatalf("the tenant's mkdir %s: %v: %s", squat, err, out)
+	}
+	t.Cleanup(func() { os.Remove(squat) })
+	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
+	d.start()
+	file := filepath.Join(diskDir(t), "w")
+	defer os.Remove(file)
+	writer := w.Start(t, "dd", "if=/dev/zero", "of="+file, "bs=1M", "count=100000")
+	defer writer.Process.Kill()
+	if line, ok := d.waitLog(0, 20*time.Second*slow(), "pacing unavailable", squat); !ok {
+		t.Errorf("no log line says why the writer is not paced (want one naming %s):\n%s", squat, tail(d.logText(), 20))
+	} else {
+		t.Logf("daemon log: %s", line)
+	}
+	if _, ok := poll(10*time.Second*slow(), 10*time.Millisecond, func() bool { return d.stat(w.Path)["throttle_pauses"] > 0 }); !ok {
+		t.Errorf("the writer past its limit was never frozen: %v", d.stat(w.Path))
+	}
+	if st := d.stat(w.Path); st["throttle_paces"] != 0 {
+		t.Errorf("%d paces through the tenant's cgroup, want none", st["throttle_paces"])
+	}
+	d.stop()
+	var st unix.Stat_t
+	if err := unix.Stat(squat, &st); err != nil || st.Uid != nobody.Uid {
+		t.Errorf("after the daemon's stop, the tenant's cgroup: %v, uid %d; want it there and the tenant's", err, st.Uid)
+	}
+	threads := journal.FileTasksV1
+	if l.CPU == nil {
+		threads = journal.FileThreads
+	}
+	if tids, err := journal.ReadTIDs(filepath.Join(squat, threads)); err != nil || len(tids) != 0 {
+		t.Errorf("threads in the tenant's cgroup: %v, %v; want none, as the tenant left it", tids, err)
 	}
 }
 

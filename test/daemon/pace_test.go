@@ -29,6 +29,21 @@ import (
 // tasks run on time, and it leaves the tenant's CPU limit as it was,
 // whether it stops cleanly or is killed and restarted.
 
+// pacedWriterCgroup is the pace tests' layout: a managed cgroup with a
+// child for the writer, limited to 1 GiB, and a daemon, not started,
+// managing it with a dirty limit of 64M and the pacer on. It ends the
+// test where the host cannot pace (paceableHost).
+func pacedWriterCgroup(t *testing.T) (layout.Layout, *cgrouptest.Cgroup, *daemon) {
+	t.Helper()
+	l := cgrouptest.Layout(t)
+	paceableHost(t, l)
+	managed := cgrouptest.New(t, l, 0)
+	w := managed.Child(t, "writer")
+	setLimit(t, l, w, 1<<30)
+	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
+	return l, w, d
+}
+
 // sleeperHelper is the first argument that makes the test binary a
 // sleeper: it sleeps 1 ms at a time for the seconds given and prints, a
 // line for each wake-up, how late it was and how much of that was not a
@@ -105,12 +120,7 @@ var ddRecords = regexp.MustCompile(`(\d+)\+(\d+) records in`)
 // /dev/zero in 1 MiB blocks reads and writes whole blocks only, which a
 // freeze (a fake signal) would cut short.
 func TestDaemonPacedWriterReadsNothingShort(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	paceableHost(t, l)
-	managed := cgrouptest.New(t, l, 0)
-	w := managed.Child(t, "writer")
-	setLimit(t, l, w, 1<<30)
-	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
+	_, w, d := pacedWriterCgroup(t)
 	d.start()
 	dir := diskDir(t)
 	count := 1024 / int(slow()) // MiB
@@ -167,17 +177,12 @@ func firstLine(s string) string {
 // whole, on a quiet machine, against its 10 ms target. A pair measured
 // while the whole machine stalled is measured again.
 func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	paceableHost(t, l)
+	l, w, d := pacedWriterCgroup(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	managed := cgrouptest.New(t, l, 0)
-	w := managed.Child(t, "writer")
-	setLimit(t, l, w, 1<<30)
 	stock := cgrouptest.New(t, l, 1<<30)
-	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
 	d.start()
 	dir := diskDir(t)
 	seconds := "3"
@@ -306,11 +311,7 @@ func TestDaemonSleeperBesideAPacedWriterWakesOnTime(t *testing.T) {
 // tenant's cgroup is left as it made it, through the episode and the
 // daemon's stop.
 func TestDaemonLeavesATenantsCgroupOfThePaceGroupsName(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	paceableHost(t, l)
-	managed := cgrouptest.New(t, l, 0)
-	w := managed.Child(t, "writer")
-	setLimit(t, l, w, 1<<30)
+	l, w, d := pacedWriterCgroup(t)
 	home := w.Dir
 	if l.CPU != nil {
 		home = l.CPU.Dir(w.Path)
@@ -325,7 +326,6 @@ func TestDaemonLeavesATenantsCgroupOfThePaceGroupsName(t *testing.T) {
 		t.Fatalf("the tenant's mkdir %s: %v: %s", squat, err, out)
 	}
 	t.Cleanup(func() { os.Remove(squat) })
-	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
 	d.start()
 	file := filepath.Join(diskDir(t), "w")
 	defer os.Remove(file)
@@ -360,13 +360,8 @@ func TestDaemonLeavesATenantsCgroupOfThePaceGroupsName(t *testing.T) {
 // writes it: after a clean stop and after a SIGKILL and restart it is as
 // the tenant set it, and no pace group is left.
 func TestDaemonLeavesTheTenantsCPULimitAsItWas(t *testing.T) {
-	l := cgrouptest.Layout(t)
-	paceableHost(t, l)
-	managed := cgrouptest.New(t, l, 0)
-	w := managed.Child(t, "writer")
-	setLimit(t, l, w, 1<<30)
+	l, w, d := pacedWriterCgroup(t)
 	cpuDir, limitFile, limit := tenantCPULimit(t, l, w)
-	d := newDaemon(t, managedConfig(managed.Path, "dirty_background_bytes: 32M, dirty_bytes: 64M, writeback_first: true"), paceOn)
 	dir := diskDir(t)
 	group := filepath.Join(cpuDir, journal.PaceGroupName)
 	for _, stop := range []string{"SIGTERM", "SIGKILL and a restart"} {

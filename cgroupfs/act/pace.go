@@ -321,6 +321,13 @@ func (e *Paced) take(tid int, taken bool) {
 	e.taken[tid] = true
 }
 
+// isTaken reports whether tid is taken.
+func (e *Paced) isTaken(tid int) bool {
+	e.takenMu.Lock()
+	defer e.takenMu.Unlock()
+	return e.taken[tid]
+}
+
 // Unpaced counts the cgroup's threads that dirtied its pages within
 // escapeWindow and that the episode has not taken: ones it could not
 // move, or not yet told of (host.PacedEscapes). Only a Dirtiers source
@@ -356,17 +363,24 @@ func (e *Paced) Unpaced() (n int, ok bool) {
 // threads (a delegated subtree) can move them out of a pace group, and
 // they count as unpaced until adopted again. It reads at most
 // maxOpenSched threads' cgroups a time, the next ones at the next
-// recheck. It skips a recheck while a move holds e.mu. It reports whether
-// a thread left.
+// recheck, and not under e.mu: a read of /proc/TID/cgroup waits for the
+// kernel's cgroup_mutex (kernel/cgroup/cgroup.c, proc_cgroup_show),
+// which a slow migration elsewhere holds, and End must not wait for it.
+// It skips a recheck while a move holds e.mu. It reports whether a
+// thread left.
 func (e *Paced) recheck(tids []int) bool {
 	if !e.mu.TryLock() {
 		return false
 	}
-	defer e.mu.Unlock()
 	if e.ended || time.Since(e.checkedAt) < liveRescan {
+		e.mu.Unlock()
 		return false
 	}
 	e.checkedAt = time.Now()
+	dirs := make(map[string]bool, len(e.groups))
+	for _, g := range e.groups {
+		dirs[g.dir] = true
+	}
 	e.takenMu.Lock()
 	var check []int
 	for _, tid := range tids {
@@ -380,19 +394,17 @@ func (e *Paced) recheck(tids []int) bool {
 		check = append(check[from:], check[:from]...)[:maxOpenSched]
 		e.checkFrom += maxOpenSched
 	}
+	e.mu.Unlock()
 	left := false
 	for _, tid := range check {
 		dir, err := e.cpuCgroup(tid)
-		if errors.Is(err, host.ErrVanished) {
+		switch {
+		case errors.Is(err, host.ErrVanished):
 			continue // exited: nothing to pace
+		case err == nil && dirs[dir]:
+			continue
 		}
-		if err == nil && filepath.Base(dir) == journal.PaceGroupName {
-			if g, ok := e.groups[filepath.Dir(dir)]; ok && g.dir == dir {
-				continue
-			}
-		}
-		e.take(tid, false)
-		e.live = slices.DeleteFunc(e.live, func(t int) bool { return t == tid })
+		e.take(tid, false) // adopt then looks where it is again
 		left = true
 	}
 	return left
@@ -619,9 +631,10 @@ func (e *Paced) threadsFile() string {
 func (e *Paced) adopt(ctx context.Context, tids []int) error {
 	var refused error
 	for _, tid := range tids {
-		if !e.v2 && slices.Contains(e.live, tid) {
+		if !e.v2 && slices.Contains(e.live, tid) && e.isTaken(tid) {
 			// In a group when last listed (v1: at most liveRescan ago,
-			// at CPU): one moved out since is found at the next listing.
+			// at CPU) and not seen out of it since (recheck): one moved
+			// out since is found at the next listing.
 			continue
 		}
 		parent, err := e.cpuCgroup(tid)

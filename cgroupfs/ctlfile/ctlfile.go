@@ -202,10 +202,24 @@ func Write(p, value string) error {
 // just before the write(2) starts is noticed only after it returns, which
 // the callers bound by writing at most act.ReclaimChunk at a time.
 func WriteCtx(ctx context.Context, p, value string) error {
+	return writeAt(ctx, unix.AT_FDCWD, p, value)
+}
+
+// WriteAt is Write of the control file name in the cgroup directory that
+// dirfd holds (an O_PATH descriptor): the write goes to that cgroup, or
+// fails with host.ErrVanished once it is removed, even if another cgroup
+// has been made under its name since.
+func WriteAt(dirfd int, name, value string) error {
+	return writeAt(context.Background(), dirfd, name, value)
+}
+
+// writeAt is WriteCtx of p relative to the directory dirfd (AT_FDCWD: the
+// working directory, for an absolute p none).
+func writeAt(ctx context.Context, dirfd int, p, value string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	fd, err := openControl(p)
+	fd, err := openControl(dirfd, p)
 	if err != nil {
 		return err
 	}
@@ -216,30 +230,9 @@ func WriteCtx(ctx context.Context, p, value string) error {
 	return nil
 }
 
-// WriteAt is Write of the control file name in the cgroup directory that
-// dirfd holds (an O_PATH descriptor): the write goes to that cgroup, or
-// fails with host.ErrVanished once it is removed, even if another cgroup
-// has been made under its name since.
-func WriteAt(dirfd int, name, value string) error {
-	fd, err := openControlAt(dirfd, name)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := writeInterruptible(context.Background(), fd, []byte(value)); err != nil {
-		return fmt.Errorf("write %q to %s: %w", value, name, Vanished(err))
-	}
-	return nil
-}
-
-// openControl opens p for writing, not following a symbolic link, and
-// checks that it is on cgroupfs.
-func openControl(p string) (int, error) {
-	return openControlAt(unix.AT_FDCWD, p)
-}
-
-// openControlAt is openControl of p relative to the directory dirfd.
-func openControlAt(dirfd int, p string) (int, error) {
+// openControl opens p, relative to the directory dirfd, for writing, not
+// following a symbolic link, and checks that it is on cgroupfs.
+func openControl(dirfd int, p string) (int, error) {
 	var fd int
 	var err error
 	for {

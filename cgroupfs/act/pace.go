@@ -597,7 +597,7 @@ func (e *Paced) End() error {
 			errs = append(errs, err)
 			continue
 		}
-		// The +cpu record (v2) is the older: done last. A group its
+		// The +cpu record (v2) is the newer: undone first. A group its
 		// tenant took is left to it: the records' undo says so.
 		for _, id := range slices.Backward(g.records) {
 			if err := e.p.undo(id); err != nil {
@@ -652,7 +652,7 @@ func (e *Paced) adopt(ctx context.Context, tids []int) error {
 			// episode's (nested cgroups) or the tenant's own. A thread
 			// in the tenant's is refused, so that the freezer, not a
 			// limit the tenant writes, throttles it.
-			if err := ownedDir(parent); err != nil {
+			if err := journal.OwnedDir(parent); err != nil {
 				refused = fmt.Errorf("thread %d: %w: %w", tid, err, ErrNotPaceable)
 			}
 			continue
@@ -820,16 +820,6 @@ func (e *Paced) closeGroup(g *paceGroup) {
 		unix.Close(g.fd)
 		g.fd = -1
 	}
-}
-
-// ownedDir is journal.OwnedPaceGroup of the directory dir.
-func ownedDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, ctlfile.Vanished(err))
-	}
-	defer unix.Close(fd)
-	return journal.OwnedPaceGroup(fd, dir)
 }
 
 // undoAll undoes g's journal records, newest first.

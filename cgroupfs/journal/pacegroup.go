@@ -72,6 +72,16 @@ func OwnedPaceGroup(dirfd int, dir string) error {
 	return owned(st, dir)
 }
 
+// OwnedDir is OwnedPaceGroup of the directory at dir, not followed if
+// it is a symbolic link; one that does not exist is host.ErrVanished.
+func OwnedDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, ctlfile.Vanished(err))
+	}
+	return owned(st, dir)
+}
+
 // owned checks that st, the stat of dir, is of a directory that memcgd's
 // user made.
 func owned(st unix.Stat_t, dir string) error {
@@ -124,14 +134,10 @@ const ReleaseWait = 50 * time.Millisecond
 // an error that wraps ErrNotMemcgds. It returns how many threads it moved.
 func ReleasePaceGroup(dir, file string, wait time.Duration) (moved int, err error) {
 	parent := filepath.Join(filepath.Dir(dir), file)
-	var st unix.Stat_t
-	switch err := unix.Lstat(dir, &st); {
-	case errors.Is(err, unix.ENOENT):
+	switch err := OwnedDir(dir); {
+	case errors.Is(err, host.ErrVanished):
 		return 0, nil
 	case err != nil:
-		return 0, fmt.Errorf("stat %s: %w", dir, err)
-	}
-	if err := owned(st, dir); err != nil {
 		return 0, err
 	}
 	if err := liftLimit(dir, file); err != nil {

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	goruntime "runtime" // pause_test.go has a func runtime
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,7 +395,10 @@ func TestWatchReportsLimitReclaim(t *testing.T) {
 				t.Logf("reported %v after the writer started", at.Sub(start).Round(time.Millisecond))
 				return
 			}
-			if err := dd.Wait(); err != nil {
+			// A writer the cgroup's OOM killer ended met the limit too:
+			// v1 reclaim cannot always clean 32 MiB of dirty pages in
+			// time on a loaded host (mem_cgroup_out_of_memory).
+			if err := dd.Wait(); err != nil && !killed(err) {
 				t.Fatalf("dd: %v", err)
 			}
 			if failcnt := cgroupFailcnt(t, l, c); failcnt == 0 {
@@ -404,6 +409,16 @@ func TestWatchReportsLimitReclaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killed reports whether err is a process's exit by SIGKILL.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // cgroupFailcnt is how often c's charges met its limit: memory.failcnt on

@@ -43,7 +43,9 @@ import (
 //
 // Every pace group, and on v2 the +cpu, is journalled before it is made,
 // and End (or the next start's Recover) moves the threads back to the
-// cgroup they came from and removes the group.
+// cgroup they came from and removes the group. The +cpu is taken back
+// unless the tenant made cgroups beneath the leaf meanwhile, which have
+// the controller's files by then.
 
 // ErrNotPaceable reports a cgroup whose dirtying threads the hierarchy
 // does not let memcgd pace: it wraps errors.ErrUnsupported, so that the

@@ -629,3 +629,63 @@ func TestThePaceFollowsATenantLimitLoweredMidEpisode(t *testing.T) {
 		t.Errorf("pace group quota %s µs, want 15000", got)
 	}
 }
+
+// On v2 the pacer enables the cpu controller in the writer's leaf for
+// its group. A tenant that may make cgroups there (a delegated subtree)
+// makes one meanwhile, which then has the controller's files, and sets
+// its CPU limit, or enables the controller further down: End leaves the
+// controller enabled rather than take the tenant's limit away (or fail
+// with EBUSY), removes the pace group and leaves nothing in the journal.
+func TestThePacerLeavesTheCPUControllerATenantsCgroupUses(t *testing.T) {
+	l := paceable(t)
+	if l.Memory.Version != layout.V2 {
+		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
+	}
+	for _, tt := range []struct {
+		name    string
+		subtree bool // whether the tenant enables cpu beneath its cgroup
+	}{
+		{"its limit set", false},
+		{"enabled further down", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			writer, home, e, p := namedPacedWriter(t, l)
+			ctl := filepath.Join(home, journal.FileSubtreeControl)
+			if len(p.Journal.Pending()) != 2 {
+				t.Fatalf("journal %v: want the group's record and the +cpu's (the leaf enabled no cpu before)", p.Journal.Pending())
+			}
+			if err := os.Chown(home, tenantUID, tenantUID); err != nil {
+				t.Fatal(err)
+			}
+			own := filepath.Join(home, "tenant")
+			asTenant(t, "mkdir", own)
+			t.Cleanup(func() {
+				if err := os.Remove(own); err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("cleanup: %v", err)
+				}
+			})
+			asTenant(t, "sh", "-c", `echo threaded > "$0"/cgroup.type && echo "50000 100000" > "$0"/cpu.max`, own)
+			if tt.subtree {
+				asTenant(t, "sh", "-c", `echo +cpu > "$0"/cgroup.subtree_control`, own)
+			}
+			if err := e.End(); err != nil {
+				t.Errorf("End: %v", err)
+			}
+			if got, err := ctlfile.Read(filepath.Join(own, "cpu.max")); got != "50000 100000" || err != nil {
+				t.Errorf("the tenant's cpu.max after End: %q, %v, want %q as it set it", got, err, "50000 100000")
+			}
+			if cur := must(ctlfile.Read(ctl)); !slices.Contains(strings.Fields(cur), "cpu") {
+				t.Errorf("%s after End = %q, want cpu enabled for the tenant's cgroup", ctl, cur)
+			}
+			if _, err := os.Stat(filepath.Join(home, journal.PaceGroupName)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("End left the pace group: %v", err)
+			}
+			if got := threadCgroup(t, l, writer.Process.Pid); got != home {
+				t.Errorf("the writer is in %s after End, want %s", got, home)
+			}
+			if pending := p.Journal.Pending(); len(pending) != 0 {
+				t.Errorf("the journal holds %v, want nothing", pending)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -210,7 +211,9 @@ func ReadTIDs(p string) ([]int, error) {
 // that uses the controller must go before it: this removes the group
 // then. A crash between the record and the write of "+cpu" leaves the
 // group with the controller never enabled: that group is left to its own
-// record, next, whose undo removes it and says so.
+// record, next, whose undo removes it and says so. Where the tenant has
+// cgroups of its own beneath the leaf, the controller stays enabled and
+// why says so.
 func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	ino, err := ctlfile.FileIno(c.Path)
 	switch {
@@ -228,16 +231,49 @@ func undoSubtreeControl(c Change) (wrote bool, why string, err error) {
 	if !slices.Contains(strings.Fields(cur), "cpu") {
 		return false, "", nil // never enabled, or disabled already
 	}
-	// A group of that name that is not memcgd's keeps the controller
-	// only while memcgd's write of "+cpu" stands: it is undone all the
-	// same, as journalled.
-	if _, err := ReleasePaceGroup(filepath.Join(filepath.Dir(c.Path), PaceGroupName), FileThreads, ReleaseWait); err != nil && !errors.Is(err, ErrNotMemcgds) {
+	leaf := filepath.Dir(c.Path)
+	if _, err := ReleasePaceGroup(filepath.Join(leaf, PaceGroupName), FileThreads, ReleaseWait); err != nil && !errors.Is(err, ErrNotMemcgds) {
 		return false, "", err
+	}
+	// Any cgroup left beneath the leaf is its tenant's (a delegated
+	// subtree), and has had the controller's files since "+cpu": "-cpu"
+	// would take away what the tenant set in them, or fail with EBUSY
+	// where the tenant enabled the controller further down
+	// (kernel/cgroup/cgroup.c, cgroup_subtree_control_write). Enabled, the
+	// controller limits nothing by itself, so it stays.
+	switch others, err := childCgroups(leaf); {
+	case errors.Is(err, host.ErrVanished):
+		return false, "cgroup gone", nil
+	case err != nil:
+		return false, "", err
+	case len(others) > 0:
+		return false, fmt.Sprintf("the cpu controller stays enabled: the tenant's cgroups beneath (%s) have its files", others), nil
 	}
 	if err := ctlfile.Write(c.Path, c.Original); err != nil {
 		return false, "", err
 	}
 	return true, "", nil
+}
+
+// childCgroups names up to three of the cgroups directly beneath dir,
+// with ", ..." if there are more; "" if there are none.
+func childCgroups(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", dir, ctlfile.Vanished(err))
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if len(names) == 3 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, ", "), nil
 }
 
 // UndoNow undoes pending change id at once, as Recover would, and marks
@@ -250,7 +286,10 @@ func (j *Journal) UndoNow(id uint64) error {
 	if !ok {
 		return fmt.Errorf("journal %s: undo %d: no such pending change", j.path, id)
 	}
-	_, _, err := j.undo(c)
+	_, why, err := j.undo(c)
+	if why != "" {
+		slog.Info("journal: not undoing change", "change", c.String(), "reason", why)
+	}
 	if derr := j.done(id); err == nil {
 		err = derr
 	}

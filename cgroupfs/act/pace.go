@@ -177,6 +177,26 @@ func (p *Pacer) removeBusy() {
 	})
 }
 
+// takeBusy takes the busy group at dir off the list, if there is one,
+// and returns its journal records, oldest first: an episode that makes
+// its group there takes it over, records and all, as its own. The
+// journal holds one pending record per file, and left on the list, the
+// group's later removal as the ended episode's would move the new
+// episode's threads out.
+func (p *Pacer) takeBusy(dir string) []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var records []uint64
+	p.busy = slices.DeleteFunc(p.busy, func(b busyGroup) bool {
+		if b.g.dir != dir {
+			return false
+		}
+		records = append(records, b.g.records...)
+		return true
+	})
+	return records
+}
+
 // Pace begins an episode of cg's dirtying threads at quota per period.
 // Threads that begin dirtying later are paced at the episode's next Set.
 // The episode ends when ctx ends, if End was not called before.
@@ -755,15 +775,20 @@ func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error
 		e.dropGroup(g)
 		return nil, err
 	}
-	c, err := journal.PaceGroupChange(parent, e.threadsFile())
-	if err != nil {
-		return nil, err
+	// A group an ended episode left busy is still journalled: its record
+	// is taken over, not made again.
+	g.records = e.p.takeBusy(g.dir)
+	if len(g.records) == 0 {
+		c, err := journal.PaceGroupChange(parent, e.threadsFile())
+		if err != nil {
+			return nil, err
+		}
+		id, err := e.p.Journal.Record(c)
+		if err != nil {
+			return nil, err
+		}
+		g.records = append(g.records, id)
 	}
-	id, err := e.p.Journal.Record(c)
-	if err != nil {
-		return nil, err
-	}
-	g.records = append(g.records, id)
 	// An existing group is an ended episode's that a thread still kept
 	// (Pacer.busy), or one its tenant made of that name.
 	if err := unix.Mkdir(g.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {

@@ -689,3 +689,59 @@ func TestThePacerLeavesTheCPUControllerATenantsCgroupUses(t *testing.T) {
 		})
 	}
 }
+
+// A group that stays populated at its episode's End (an exiting thread
+// keeps it so until cgroup_exit; here a child cgroup the test makes) is
+// left to remove later. An episode begun meanwhile on the same cgroup
+// takes that group over with its journal record: the journal holds one
+// record per file, so a new record would fail the episode, and removing
+// the group later as the ended episode's would move the new episode's
+// writer out. The new episode's End removes it and leaves nothing in the
+// journal.
+func TestThePacerTakesOverAGroupAnEndedEpisodeLeftBusy(t *testing.T) {
+	l := paceable(t)
+	c, writer, home, p := dirtyingWriter(t, l, 100000)
+	p.Dirtiers = listedDirtiers{writer.Process.Pid}
+	group := filepath.Join(home, journal.PaceGroupName)
+	pace := func() host.Paced {
+		t.Helper()
+		e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.End() })
+		if got := threadCgroup(t, l, writer.Process.Pid); got != group {
+			t.Fatalf("the writer is in %s, want %s", got, group)
+		}
+		return e
+	}
+	first := pace()
+	hold := filepath.Join(group, "hold")
+	if err := os.Mkdir(hold, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Rmdir(hold) })
+	if err := first.End(); err != nil {
+		t.Fatalf("End of a group left busy: %v", err)
+	}
+	if got := threadCgroup(t, l, writer.Process.Pid); got != home {
+		t.Fatalf("the writer is in %s after End, want %s", got, home)
+	}
+	second := pace()
+	if err := unix.Rmdir(hold); err != nil {
+		t.Fatal(err)
+	}
+	p.Forget(host.Cgroup(path.Join(string(c.Path), "other"))) // removes the busy groups that emptied
+	if got := threadCgroup(t, l, writer.Process.Pid); got != group {
+		t.Errorf("the writer is in %s once the ended episode's group emptied, want %s, paced", got, group)
+	}
+	if err := second.End(); err != nil {
+		t.Errorf("End: %v", err)
+	}
+	if _, err := os.Stat(group); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("End left the pace group: %v", err)
+	}
+	if pending := p.Journal.Pending(); len(pending) != 0 {
+		t.Errorf("the journal holds %v, want nothing", pending)
+	}
+}

@@ -745,3 +745,46 @@ func TestThePacerTakesOverAGroupAnEndedEpisodeLeftBusy(t *testing.T) {
 		t.Errorf("the journal holds %v, want nothing", pending)
 	}
 }
+
+// On v2 a tenant that owns its leaf's cgroup.subtree_control (a
+// delegated subtree) disables the cpu controller mid-episode, which the
+// kernel allows and which takes the pace group's cpu.max away: the next
+// change of the pace finds the limit gone, makes the group again under
+// the controller enabled again, and the writer is paced; End leaves the
+// controller disabled, as the tenant set it, and nothing in the journal.
+func TestThePacerPacesAgainAfterItsTenantDisabledTheCPUController(t *testing.T) {
+	l := paceable(t)
+	if l.Memory.Version != layout.V2 {
+		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
+	}
+	writer, home, e, p := namedPacedWriter(t, l)
+	group := filepath.Join(home, journal.PaceGroupName)
+	ctl := filepath.Join(home, journal.FileSubtreeControl)
+	for _, f := range []string{home, ctl} {
+		if err := os.Chown(f, tenantUID, tenantUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asTenant(t, "sh", "-c", `echo -cpu > "$0"`, ctl)
+	if _, err := os.Stat(filepath.Join(group, "cpu.max")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the group's cpu.max after the tenant's -cpu: %v, want it gone (the test shows nothing)", err)
+	}
+	if err := e.Set(3*time.Millisecond, 10*time.Millisecond); err != nil {
+		t.Fatalf("Set after the tenant's -cpu: %v", err)
+	}
+	if got, err := ctlfile.Read(filepath.Join(group, "cpu.max")); got != "3000 10000" || err != nil {
+		t.Errorf("the group's cpu.max after Set: %q, %v, want %q", got, err, "3000 10000")
+	}
+	if got := threadCgroup(t, l, writer.Process.Pid); got != group {
+		t.Errorf("the writer is in %s after Set, want %s", got, group)
+	}
+	if err := e.End(); err != nil {
+		t.Errorf("End: %v", err)
+	}
+	if cur := must(ctlfile.Read(ctl)); slices.Contains(strings.Fields(cur), "cpu") {
+		t.Errorf("%s after End = %q, want cpu disabled, as its tenant set it", ctl, cur)
+	}
+	if pending := p.Journal.Pending(); len(pending) != 0 {
+		t.Errorf("the journal holds %v, want nothing", pending)
+	}
+}

@@ -607,15 +607,10 @@ func (e *Paced) End() error {
 	}
 	var errs []error
 	for _, g := range e.groups {
-		e.closeGroup(g)
-		_, err := journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
-		if errors.Is(err, unix.EBUSY) {
-			e.p.mu.Lock()
-			e.p.busy = append(e.p.busy, busyGroup{g: g, file: e.threadsFile()})
-			e.p.mu.Unlock()
+		switch released, err := e.release(g); {
+		case !released:
 			continue
-		}
-		if err != nil && !errors.Is(err, journal.ErrNotMemcgds) {
+		case err != nil && !errors.Is(err, journal.ErrNotMemcgds):
 			errs = append(errs, err)
 			continue
 		}
@@ -836,9 +831,26 @@ func (e *Paced) forgetGroup(parent string, g *paceGroup) {
 // dropGroup releases g, a group that failed to be made or vanished, and
 // undoes its records.
 func (e *Paced) dropGroup(g *paceGroup) {
-	_, _ = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+	if released, _ := e.release(g); released {
+		e.undoAll(g)
+	}
+}
+
+// release closes g, moves its threads back and removes it
+// (journal.ReleasePaceGroup), and returns its error. A group that an
+// exiting thread still keeps populated goes on the pacer's busy list
+// with its records, to be removed or taken over later: released is then
+// false.
+func (e *Paced) release(g *paceGroup) (released bool, err error) {
 	e.closeGroup(g)
-	e.undoAll(g)
+	_, err = journal.ReleasePaceGroup(g.dir, e.threadsFile(), journal.ReleaseWait)
+	if errors.Is(err, unix.EBUSY) {
+		e.p.mu.Lock()
+		e.p.busy = append(e.p.busy, busyGroup{g: g, file: e.threadsFile()})
+		e.p.mu.Unlock()
+		return false, nil
+	}
+	return true, err
 }
 
 // closeGroup closes g's descriptor.

@@ -703,6 +703,9 @@ func TestThePacerTakesOverAGroupAnEndedEpisodeLeftBusy(t *testing.T) {
 	c, writer, home, p := dirtyingWriter(t, l, 100000)
 	p.Dirtiers = listedDirtiers{writer.Process.Pid}
 	group := filepath.Join(home, journal.PaceGroupName)
+	// Should the test fail with the group on the busy list, the group
+	// would keep the test's cpu cgroup from being removed.
+	t.Cleanup(func() { _ = unix.Rmdir(group) })
 	pace := func() host.Paced {
 		t.Helper()
 		e, err := p.Pace(t.Context(), c.Path, 2*time.Millisecond, 10*time.Millisecond)

@@ -170,9 +170,7 @@ func (p *Pacer) removeBusy() {
 		if _, err := journal.ReleasePaceGroup(b.g.dir, b.file, 0); err != nil {
 			return false // still busy, or failing: the journal's undo at exit has it
 		}
-		for _, id := range slices.Backward(b.g.records) {
-			_ = p.undo(id)
-		}
+		_ = p.undoAll(b.g)
 		return true
 	})
 }
@@ -614,12 +612,10 @@ func (e *Paced) End() error {
 			errs = append(errs, err)
 			continue
 		}
-		// The +cpu record (v2) is the newer: undone first. A group its
-		// tenant took is left to it: the records' undo says so.
-		for _, id := range slices.Backward(g.records) {
-			if err := e.p.undo(id); err != nil {
-				errs = append(errs, err)
-			}
+		// A group its tenant took is left to it: the records' undo
+		// says so.
+		if err := e.p.undoAll(g); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	e.groups = nil
@@ -787,12 +783,12 @@ func (e *Paced) makeGroup(ctx context.Context, parent string) (*paceGroup, error
 	// An existing group is an ended episode's that a thread still kept
 	// (Pacer.busy), or one its tenant made of that name.
 	if err := unix.Mkdir(g.dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		e.undoAll(g)
+		_ = e.p.undoAll(g)
 		return nil, fmt.Errorf("make pace group %s: %w", g.dir, err)
 	}
 	fd, err := unix.Open(g.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		e.undoAll(g)
+		_ = e.p.undoAll(g)
 		return nil, fmt.Errorf("open pace group %s: %w", g.dir, ctlfile.Vanished(err))
 	}
 	g.fd = fd
@@ -832,7 +828,7 @@ func (e *Paced) forgetGroup(parent string, g *paceGroup) {
 // undoes its records.
 func (e *Paced) dropGroup(g *paceGroup) {
 	if released, _ := e.release(g); released {
-		e.undoAll(g)
+		_ = e.p.undoAll(g)
 	}
 }
 
@@ -861,12 +857,17 @@ func (e *Paced) closeGroup(g *paceGroup) {
 	}
 }
 
-// undoAll undoes g's journal records, newest first.
-func (e *Paced) undoAll(g *paceGroup) {
+// undoAll undoes g's journal records, newest first (on v2 the +cpu
+// record, made after the group's, before it), and drops them.
+func (p *Pacer) undoAll(g *paceGroup) error {
+	var errs []error
 	for _, id := range slices.Backward(g.records) {
-		_ = e.p.undo(id)
+		if err := p.undo(id); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	g.records = nil
+	return errors.Join(errs...)
 }
 
 // refill writes the pace in force again, if it is quota per period, and

@@ -44,6 +44,17 @@ func paceable(t testing.TB) layout.Layout {
 	return l
 }
 
+// paceableV2 is paceable for the tests of the cpu controller the pacer
+// enables in a v2 leaf's cgroup.subtree_control; they skip on v1.
+func paceableV2(t testing.TB) layout.Layout {
+	t.Helper()
+	l := paceable(t)
+	if l.Memory.Version != layout.V2 {
+		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
+	}
+	return l
+}
+
 // awaitDirtying waits, up to 10 s, until the tasks of cg have dirtied
 // pages (act.Dirtied, their write_bytes): the dd started there is past its
 // exec and writing, which is what the pacer looks for. On a loaded machine
@@ -252,10 +263,7 @@ func TestRecoverUndoesAPaceGroupACrashLeft(t *testing.T) {
 // removes it, leaves the controller as it was before memcgd, and counts
 // one change undone, which the daemon logs.
 func TestRecoverUndoesAPaceGroupCrashedAroundItsController(t *testing.T) {
-	l := paceable(t)
-	if l.Memory.Version != layout.V2 {
-		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
-	}
+	l := paceableV2(t)
 	for _, tt := range []struct {
 		name    string
 		written bool // whether "+cpu" reached the file before the crash
@@ -637,10 +645,7 @@ func TestThePaceFollowsATenantLimitLoweredMidEpisode(t *testing.T) {
 // controller enabled rather than take the tenant's limit away (or fail
 // with EBUSY), removes the pace group and leaves nothing in the journal.
 func TestThePacerLeavesTheCPUControllerATenantsCgroupUses(t *testing.T) {
-	l := paceable(t)
-	if l.Memory.Version != layout.V2 {
-		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
-	}
+	l := paceableV2(t)
 	for _, tt := range []struct {
 		name    string
 		subtree bool // whether the tenant enables cpu beneath its cgroup
@@ -756,10 +761,7 @@ func TestThePacerTakesOverAGroupAnEndedEpisodeLeftBusy(t *testing.T) {
 // the controller enabled again, and the writer is paced; End leaves the
 // controller disabled, as the tenant set it, and nothing in the journal.
 func TestThePacerPacesAgainAfterItsTenantDisabledTheCPUController(t *testing.T) {
-	l := paceable(t)
-	if l.Memory.Version != layout.V2 {
-		t.Skip("cgroup.subtree_control is v2's; a v1 pace group needs no controller enabled")
-	}
+	l := paceableV2(t)
 	writer, home, e, p := namedPacedWriter(t, l)
 	group := filepath.Join(home, journal.PaceGroupName)
 	ctl := filepath.Join(home, journal.FileSubtreeControl)
